@@ -1,0 +1,280 @@
+"""Command line: zoo run | report | list | data | summarize | eval.
+
+Errors in user input (experiment files, data, names) print one clear message and exit with status 2;
+``--debug`` shows the traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """An error whose message is for the user as is."""
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", default="results", metavar="DIR", help="results folder (default: ./results)")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="zoo", description="seq2seq-zoo: train and compare abstractive summarisation models side by side.",
+        epilog="Examples:\n  zoo run experiments/smoke.toml\n  zoo run experiments/pe_ablation.toml --profile cpu\n"
+               "  zoo report\n  zoo list\n  zoo data download dialogsum --data-dir data\n"
+               "  zoo summarize results/smoke/tiny < dialogue.txt",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="train, evaluate and report every run of an experiment",
+                       description="Train and evaluate every run of an experiment file, then write "
+                                   "results/<experiment>/ (records, predictions, tables, plots).")
+    p.add_argument("experiment", help="experiment TOML file, e.g. experiments/pe_ablation.toml")
+    p.add_argument("--profile", default="auto",
+                   help="profile of the file to apply: a name, 'none' for full size, or 'auto' (default): "
+                        "'cpu' when no GPU is present and the file defines it")
+    p.add_argument("--only", nargs="+", metavar="RUN", help="train only these runs (e.g. one per cluster task)")
+    p.add_argument("--data-dir", help="folder containing <dataset>/ (else $ZOO_DATA, the file's data_dir, "
+                                      "./data, ../shared/data)")
+    p.add_argument("--resume", action="store_true", help="continue interrupted runs from their last checkpoint")
+    p.add_argument("--force", action="store_true", help="retrain runs that already have results")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--device", help="override train.device (cpu, cuda, cuda:1)")
+    _add_common(p)
+
+    p = sub.add_parser("report", help="rebuild tables and plots from stored run records (no training)")
+    p.add_argument("experiments", nargs="*", help="experiment names or folders (default: all under --results)")
+    _add_common(p)
+
+    p = sub.add_parser("list", help="list registered models, datasets, metrics, schedules, objectives")
+    p.add_argument("what", nargs="?", default="all",
+                   choices=["all", "models", "datasets", "metrics", "schedules", "objectives"])
+    p.add_argument("--pattern", default="*", help="glob filter on names, e.g. 'trans*'")
+    p.add_argument("--debug", action="store_true")
+
+    p = sub.add_parser("data", help="download corpora or show where the data is looked for")
+    dsub = p.add_subparsers(dest="data_cmd", metavar="ACTION")
+    d = dsub.add_parser("download", help="fetch the official files with sha256 checks")
+    d.add_argument("name", help="dataset name (dialogsum, samsum, gigaword, ...)")
+    d.add_argument("--data-dir", default=None, help="target folder (default: $ZOO_DATA or ./data)")
+    d.add_argument("--mirror", help="base URL of a mirror (also $ZOO_DATA_MIRROR)")
+    d.add_argument("--force", action="store_true", help="re-download files whose checksum is wrong")
+    d.add_argument("--debug", action="store_true")
+    d = dsub.add_parser("info", help="where a dataset is found and its split sizes")
+    d.add_argument("name")
+    d.add_argument("--data-dir")
+    d.add_argument("--debug", action="store_true")
+
+    p = sub.add_parser("summarize", help="summarise text (stdin or --file) with a trained run")
+    p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
+    p.add_argument("--file", help="input text file (default: stdin)")
+    p.add_argument("--beam-size", type=int)
+    p.add_argument("--max-len", type=int)
+    p.add_argument("--debug", action="store_true")
+
+    p = sub.add_parser("eval", help="re-score a run's predictions.jsonl (no decoding)")
+    p.add_argument("run_dir")
+    p.add_argument("--metrics", nargs="+", default=["rouge"])
+    p.add_argument("--debug", action="store_true")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not args.cmd:
+        ap.print_help()
+        return EXIT_USAGE
+    try:
+        return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
+                "summarize": cmd_summarize, "eval": cmd_eval}[args.cmd](args) or 0
+    except KeyboardInterrupt:
+        print("\ninterrupted; a checkpoint was saved. Continue with the same command and --resume.",
+              file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - turned into one clear message
+        from seq2seq_zoo.config import ConfigError
+        from seq2seq_zoo.data.corpora import DataError
+        from seq2seq_zoo.registry import UnknownName
+        from seq2seq_zoo.train.loop import TrainingStopped
+        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError)
+        try:
+            from seq2seq_zoo.data.download import DownloadError
+            user = user + (DownloadError,)
+        except ImportError:
+            pass
+        if getattr(args, "debug", False) or not isinstance(e, user):
+            raise
+        print(f"zoo {args.cmd}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+# ----------------------------------------------------------------------------------------------- run
+def cmd_run(args) -> int:
+    import torch
+
+    from seq2seq_zoo.config import load_experiment
+    from seq2seq_zoo.report import build_report
+    from seq2seq_zoo.runner import run
+
+    profile = args.profile
+    if profile == "none":
+        profile = None
+    elif profile == "auto":
+        import tomllib
+        try:
+            raw = tomllib.loads(Path(args.experiment).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            raw = {}  # load_experiment reports it properly
+        profile = "cpu" if not torch.cuda.is_available() and "cpu" in raw.get("profiles", {}) else None
+        if profile:
+            print("no GPU found: using the file's 'cpu' profile (pass --profile none for full size)")
+    exp = load_experiment(args.experiment, profile=profile, only=args.only)
+    if args.device:
+        for s in exp.runs:
+            s.train.device = args.device
+    exp_dir = Path(args.results) / exp.name
+    lock = _acquire_lock(exp_dir)
+    try:
+        t0 = time.perf_counter()
+        names = [s.name for s in exp.runs]
+        print(f"experiment {exp.name}: {len(exp.runs)} run(s): {', '.join(names)}"
+              + (f" [profile {profile}]" if profile else ""))
+        for i, spec in enumerate(exp.runs):
+            out = exp_dir / spec.name
+            rec = out / "record.json"
+            if rec.exists() and not args.force:
+                print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
+                continue
+            if (out / "checkpoints" / "last.pt").exists() and not (args.resume or args.force):
+                raise UserError(f"run '{spec.name}' has an unfinished checkpoint in {out / 'checkpoints'}; "
+                                f"continue it with --resume, or start again with --force")
+            if args.force and not args.resume:
+                for f in ("last.pt", "best.pt"):
+                    (out / "checkpoints" / f).unlink(missing_ok=True)
+            all_order = names.index(spec.name)
+            cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
+            record = run(spec, out, data_dir=args.data_dir, resume=args.resume, progress=not args.no_progress,
+                         order=all_order, command=cmd)
+            sc = record["eval"]["scores"]
+            print(f"[{spec.name}] done in {record['wall_seconds']:.0f}s: ROUGE-1 {sc.get('rouge1', 0):.2f} "
+                  f"ROUGE-2 {sc.get('rouge2', 0):.2f} ROUGE-L {sc.get('rougeL', 0):.2f}")
+        paths = build_report(exp_dir)
+        print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
+    finally:
+        lock.unlink(missing_ok=True)
+    return 0
+
+
+def _acquire_lock(exp_dir: Path) -> Path:
+    """One `zoo run` per experiment folder at a time; a lock left by a dead process is taken over."""
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    lock = exp_dir / ".lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            return lock
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _alive(pid):
+                raise UserError(f"experiment folder {exp_dir} is in use by another `zoo run` (pid {pid}); "
+                                "wait for it or stop it first") from None
+            lock.unlink(missing_ok=True)  # stale
+    raise UserError(f"could not lock {lock}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+# -------------------------------------------------------------------------------------------- report
+def cmd_report(args) -> int:
+    from seq2seq_zoo.report import build_report
+    root = Path(args.results)
+    if args.experiments:
+        dirs = [Path(e) if Path(e).is_dir() else root / e for e in args.experiments]
+    else:
+        dirs = sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*/record.json"))) if root.is_dir() else []
+    if not dirs:
+        raise UserError(f"no run records found under {root}/; run an experiment first (zoo run EXP)")
+    for d in dirs:
+        if not any(d.glob("*/record.json")):
+            raise UserError(f"{d}: no run records (*/record.json) there")
+        paths = build_report(d)
+        print(f"{d}: wrote {', '.join(p.name for p in paths)}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- list
+def cmd_list(args) -> int:
+    from seq2seq_zoo.registry import DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES
+    regs = {"models": MODELS, "datasets": DATASETS, "metrics": METRICS, "schedules": SCHEDULES,
+            "objectives": OBJECTIVES}
+    for kind, reg in regs.items():
+        if args.what not in ("all", kind):
+            continue
+        print(f"{kind}:")
+        for n in reg.names(args.pattern):
+            print(f"  {n:<20} {reg.doc(n)}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- data
+def cmd_data(args) -> int:
+    if args.data_cmd == "download":
+        from seq2seq_zoo.data.download import download
+        target = args.data_dir or os.environ.get("ZOO_DATA") or "data"
+        paths = download(args.name, target, mirror=args.mirror, force=args.force)
+        print(f"{args.name}: {len(paths)} file(s) in {Path(target) / args.name}")
+        return 0
+    if args.data_cmd == "info":
+        from seq2seq_zoo.data.corpora import ReadStats, load_split, resolve_data_dir
+        root = resolve_data_dir(args.name, args.data_dir)
+        print(f"{args.name}: found in {root / args.name}")
+        for split in ("train", "validation", "test"):
+            st = ReadStats()
+            ex = load_split(args.name, root, split, stats=st)
+            print(f"  {split:<10} {len(ex):>7} examples" + (f"  skipped {st.skipped}" if st.skipped else ""))
+        return 0
+    raise UserError("usage: zoo data download NAME | zoo data info NAME")
+
+
+# ----------------------------------------------------------------------------------------- summarize
+def cmd_summarize(args) -> int:
+    from seq2seq_zoo.inference import Summarizer
+    text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file else sys.stdin.read()
+    s = Summarizer.from_run(args.run_dir)
+    print(s(text, beam_size=args.beam_size, max_len=args.max_len))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- eval
+def cmd_eval(args) -> int:
+    from seq2seq_zoo.metrics import evaluate
+    from seq2seq_zoo.results import read_predictions
+    rows = read_predictions(Path(args.run_dir))
+    scores, settings = evaluate([r["prediction"] for r in rows], [r["references"] for r in rows], args.metrics)
+    print(json.dumps({"n_examples": len(rows), "scores": scores, "settings": settings}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

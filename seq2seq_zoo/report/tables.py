@@ -1,0 +1,74 @@
+"""Comparison tables from run records (pandas -> markdown, CSV, LaTeX)."""
+from __future__ import annotations
+
+import pandas as pd
+
+SCORE_COLUMNS = [
+    ("rouge1", "R-1"), ("rouge2", "R-2"), ("rouge3", "R-3"), ("rougeL", "R-L"), ("rougeLsum", "R-Lsum"),
+    ("rouge1_max", "R-1 max"), ("rouge2_max", "R-2 max"), ("rougeL_max", "R-L max"),
+    ("bertscore_p", "BERTScore P"), ("bertscore_r", "BERTScore R"), ("bertscore_f1", "BERTScore F1"),
+    ("pred_len", "len"),
+]
+
+
+def _variant(rec) -> str:
+    """The model options that differ between runs (filled in by ``results_table``)."""
+    return ""
+
+
+def results_table(records: list[dict]) -> pd.DataFrame:
+    opts = [r["spec"].get("model_options", {}) for r in records]
+    keys = sorted({k for o in opts for k in o})
+    varying = [k for k in keys if len({repr(o.get(k)) for o in opts}) > 1]
+    rows = []
+    for r, o in zip(records, opts):
+        sc = r["eval"]["scores"]
+        tr = r["train"]
+        row = {"run": r["run"], "model": r["model"]}
+        for k in varying:
+            row[k] = o.get(k, "")
+        row["seed"] = r["seed"]
+        row["params"] = r["params"]["total"]
+        for key, label in SCORE_COLUMNS:
+            if key in sc:
+                row[label] = sc[key]
+        row["best val loss"] = tr["best_val_loss"]
+        row["epochs"] = tr["epochs_run"]
+        row["train min"] = tr["train_seconds"] / 60
+        row["tok/s"] = tr["tokens_per_s"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def val_loss_table(records: list[dict]) -> pd.DataFrame:
+    """Validation loss per epoch, one column per run (the seed paper's Table 33 layout)."""
+    cols = {}
+    for r in records:
+        cols[r["run"]] = {h["epoch"]: h.get("val_loss") for h in r["train"]["history"]}
+    df = pd.DataFrame(cols)
+    df.index.name = "epoch"
+    return df
+
+
+def fmt(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    out = df.copy()
+    for c in out.columns:
+        if pd.api.types.is_float_dtype(out[c]):
+            d = 4 if (c.startswith("BERTScore") or "loss" in str(c) or out[c].abs().max() < 2) else digits
+            if c == "tok/s":
+                d = 0
+            out[c] = out[c].map(lambda v, d=d: "" if pd.isna(v) else f"{v:.{d}f}")
+        elif c == "params":
+            out[c] = out[c].map(lambda v: f"{int(v):,}")
+    return out
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    idx = df.index.name
+    head = ([idx] if idx else []) + cols
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for i, row in df.iterrows():
+        vals = ([str(i)] if idx else []) + ["" if pd.isna(v) else str(v) for v in row.tolist()]
+        lines.append("| " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,175 @@
+"""One run, start to end: data -> vocabulary -> model -> the loop -> decoding -> metrics -> record."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from seq2seq_zoo import __version__
+from seq2seq_zoo.config import RunSpec
+from seq2seq_zoo.data.batching import Encoded, bucket_batches, encode_examples, iterate, percentile_filter
+from seq2seq_zoo.data.corpora import ReadStats, load_split, resolve_data_dir
+from seq2seq_zoo.data.text import TextConfig, detokenize, tokenize
+from seq2seq_zoo.data.vocab import Vocab
+from seq2seq_zoo.decode import generate
+from seq2seq_zoo.metrics import evaluate
+from seq2seq_zoo.models.base import build_model, count_parameters
+from seq2seq_zoo.results import write_predictions, write_record
+from seq2seq_zoo.train.loop import autocast, autocast_dtype, fit, lr_at
+from seq2seq_zoo.utils import atomic_write_json, hardware, pick_device, seed_everything
+
+
+def text_config(spec: RunSpec) -> TextConfig:
+    return TextConfig(lowercase=spec.data.lowercase, num_token=spec.data.num_token)
+
+
+def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print):
+    d = spec.data
+    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir)
+    tc = text_config(spec)
+    stats = {s: ReadStats() for s in ("train", "validation", "test")}
+    train = load_split(d.dataset, root, "train", d.on_bad, stats["train"])
+    val = load_split(d.dataset, root, "validation", d.on_bad, stats["validation"])
+    test = load_split(d.dataset, root, spec.eval.split, d.on_bad, stats["test"])
+    if d.filter_percentiles:
+        lo, hi = d.filter_percentiles
+        before = len(train)
+        train = percentile_filter(train, lo, hi, tc)
+        log(f"length filter {lo}-{hi} percentiles kept {len(train)}/{before} training examples")
+    train = train[: d.max_train] if d.max_train else train
+    val = val[: d.max_valid] if d.max_valid else val
+    test = test[: d.max_test] if d.max_test else test
+    vocab = Vocab.build((tokenize(x, tc)[: d.max_src_len] for e in train for x in (e.source, e.references[0])),
+                        max_size=d.vocab_size, min_freq=d.min_freq)
+    enc = {name: encode_examples(split, vocab, tc, d.max_src_len, d.max_tgt_len)
+           for name, split in (("train", train), ("validation", val), ("test", test))}
+    info = {"dataset": d.dataset, "data_dir": str(root), "vocab_size": len(vocab),
+            "sizes": {k: len(v) for k, v in enc.items()}, "eval_split": spec.eval.split,
+            "skipped": {k: s.skipped for k, s in stats.items() if s.skipped},
+            "src_tokens_mean": float(np.mean([len(e.src) for e in enc["train"]])) if enc["train"] else 0.0,
+            "tgt_tokens_mean": float(np.mean([len(e.tgt) for e in enc["train"]])) if enc["train"] else 0.0,
+            "oov_rate_test_src": _oov_rate(enc["test"])}
+    return vocab, enc, info
+
+
+def _oov_rate(data: list[Encoded]) -> float:
+    n = sum(len(e.src) for e in data)
+    return float(sum(int((e.src == 1).sum()) for e in data) / n) if n else 0.0
+
+
+def decode_split(model, data: list[Encoded], vocab: Vocab, spec: RunSpec, device, dtype, progress=False):
+    from tqdm.auto import tqdm
+    preds: dict[int, str] = {}
+    batches = bucket_batches(data, spec.decode.batch_size, shuffle=False)
+    for _, batch in tqdm(iterate(data, batches), total=len(batches), desc="decoding", disable=None if progress else True,
+                         leave=False):
+        batch.to(device)
+        with autocast(device, dtype):
+            ids = generate(model, batch, spec.decode)
+        for ex_id, oovs, seq in zip(batch.ids, batch.oovs, ids):
+            preds[ex_id] = detokenize(vocab.decode(seq, oovs))
+    return [preds[e.id] for e in data]
+
+
+def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool = False, progress: bool = True,
+        order: int = 0, command: str | None = None, log=print) -> dict:
+    """Train and evaluate one run; writes record.json and predictions.jsonl into ``out``."""
+    t_start = time.perf_counter()
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    out = Path(out)
+    ckpt = out / "checkpoints"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    if spec.train.threads:
+        torch.set_num_threads(spec.train.threads)
+    seed_everything(spec.seed)
+    device = pick_device(spec.train.device)
+    vocab, data, data_info = prepare_data(spec, data_dir, log)
+    vocab.save(ckpt / "vocab.json")
+    atomic_write_json(ckpt / "spec.json", spec.to_dict())
+    log(f"[{spec.name}] {data_info['sizes']} examples, vocabulary {len(vocab)}")
+    seed_everything(spec.seed)
+    context = {"vocab_size": len(vocab), "max_src_len": spec.data.max_src_len, "max_tgt_len": spec.data.max_tgt_len}
+    model = build_model(spec.model, context, spec.model_options).to(device)
+    params = count_parameters(model)
+    log(f"[{spec.name}] model {spec.model}: {params['total']:,} trainable parameters")
+    dtype = autocast_dtype(spec.train.precision, device)
+    st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
+             resume=resume, progress=progress, log=log)
+    # evaluate the best checkpoint
+    best = torch.load(ckpt / "best.pt", map_location="cpu", weights_only=True)
+    model.load_state_dict(best["model"])
+    t0 = time.perf_counter()
+    preds = decode_split(model, data["test"], vocab, spec, device, dtype, progress)
+    decode_s = time.perf_counter() - t0
+    refs = [e.references for e in data["test"]]
+    t0 = time.perf_counter()
+    scores, settings = evaluate(preds, refs, spec.eval.metrics, stemmer=spec.eval.rouge_stemmer,
+                                bertscore_model=spec.eval.bertscore_model,
+                                bertscore_layers=spec.eval.bertscore_layers,
+                                bertscore_batch_size=spec.eval.bertscore_batch_size,
+                                device=str(device))
+    metric_s = time.perf_counter() - t0
+    write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references}
+                            for e, p in zip(data["test"], preds)])
+    _save_artifacts(model, data["test"], vocab, preds, out, device, dtype)
+    d_model = getattr(model, "d_model", None)
+    steps = max(st.step, 1)
+    lr_steps = sorted(set(np.unique(np.geomspace(1, steps, num=min(steps, 200)).astype(int)).tolist()))
+    record = {
+        "experiment": spec.experiment, "run": spec.name, "order": order, "status": "done",
+        "version": __version__, "command": command or " ".join(sys.argv),
+        "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
+        "params": params, "data": data_info,
+        "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
+                  "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
+                  "stopped_early": st.stopped_early, "train_seconds": st.train_seconds,
+                  "train_tokens": st.train_tokens,
+                  "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9),
+                  "precision": str(dtype).replace("torch.", "") if dtype else "fp32", "device": str(device)},
+        "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps],
+        "eval": {"split": spec.eval.split, "n_examples": len(preds), "decode": asdict(spec.decode),
+                 "scores": scores, "settings": settings, "decode_seconds": decode_s,
+                 "metric_seconds": metric_s},
+        "hardware": hardware(),
+        "wall_seconds": time.perf_counter() - t_start,
+    }
+    write_record(out, record)
+    return record
+
+
+@torch.no_grad()
+def _save_artifacts(model, test: list[Encoded], vocab: Vocab, preds: list[str], out: Path, device, dtype):
+    """Small files the report plots from: attention of one test example, positional tables."""
+    from seq2seq_zoo.data.batching import collate
+    import copy
+    model.eval()
+    ex = copy.copy(test[0])
+    pred_ids = vocab.encode(tokenize(preds[0]))[: max(len(ex.tgt), 1) * 4] or [1]
+    ex.tgt = np.asarray(pred_ids, dtype=np.int64)
+    ex.tgt_ext = ex.tgt
+    batch = collate([ex]).to(device)
+    try:
+        att = model.forward(batch, need_attention=True).attention
+    except TypeError:
+        att = {}
+    maps = {k: v[0].float().mean(0).cpu().numpy().round(4).tolist() for k, v in att.items()
+            if k.startswith("decoder") and v is not None}
+    keep = sorted(maps)[-2:] if maps else []  # the last decoder layer's two blocks
+    atomic_write_json(out / "attention.json", {
+        "example_id": ex.id, "source_tokens": vocab.decode(ex.src_ext, ex.oovs, strip=False),
+        "output_tokens": ["<bos>"] + vocab.decode(pred_ids, strip=False),
+        "note": "teacher-forced on the model's own prediction; weights averaged over heads",
+        "maps": {k: maps[k] for k in keep}})
+    tables = {}
+    for name, mod in model.named_modules():
+        if type(mod).__name__ == "PositionalEncoding":
+            tables[name] = mod.table[:100].detach().float().cpu().numpy().round(4).tolist()
+    if tables:
+        atomic_write_json(out / "positional.json", tables)

@@ -1,0 +1,1 @@
+"""Training: the one loop, its objectives and learning-rate schedules."""

@@ -1,0 +1,240 @@
+"""The one training loop, readable top to bottom (nanoGPT style): bucketed batches, autocast,
+gradient accumulation, clipping, LR schedule, validation, best/last checkpoints, exact resume,
+early stopping. Every registered model and objective goes through it unchanged.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from seq2seq_zoo.config import TrainConfig
+from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
+from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
+from seq2seq_zoo.train.objectives import token_losses
+from seq2seq_zoo.utils import atomic_torch_save, cpu_has_fast_bf16
+
+
+class TrainingStopped(RuntimeError):
+    """Training stopped early for a reason the user must see (non-finite loss, interrupt)."""
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """None = full fp32. 'auto' picks bf16 where the hardware runs it fast (AMX CPUs, Ampere+ GPUs)."""
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "fp16":
+        return torch.float16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cpu_has_fast_bf16() else None
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype) -> float:
+    """Mean token NLL (no label smoothing) over a split."""
+    was = model.training
+    model.eval()
+    nll, n = 0.0, 0
+    for _, batch in iterate(data, bucket_batches(data, batch_size, shuffle=False)):
+        batch.to(device)
+        with autocast(device, dtype):
+            out = model(batch)
+        _, s, k = token_losses(out.log_probs.float(), batch.tgt_out)
+        nll += float(s)
+        n += k
+    model.train(was)
+    return nll / max(n, 1)
+
+
+@dataclass
+class LoopState:
+    epoch: int = 0                 # current epoch (0-based)
+    batch: int = 0                 # next batch index within the epoch
+    step: int = 0                  # optimizer updates done
+    best_val: float = math.inf
+    best_step: int = 0
+    bad_validations: int = 0
+    train_seconds: float = 0.0
+    train_tokens: int = 0
+    history: list[dict] = field(default_factory=list)      # one row per epoch
+    val_curve: list[dict] = field(default_factory=list)    # one row per validation
+    stopped_early: bool = False
+    finished: bool = False
+
+    def to_dict(self):
+        return dict(self.__dict__)
+
+
+def lr_at(cfg: TrainConfig, step: int, d_model: int | None) -> float:
+    return SCHEDULES.get(cfg.schedule)(step, lr=cfg.lr, d_model=d_model or 512, lr_factor=cfg.lr_factor,
+                                       warmup=cfg.warmup)
+
+
+def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: TrainConfig, *, seed: int,
+        ckpt_dir: Path, device: torch.device, resume: bool = False, progress: bool = True,
+        log: Callable[[str], None] = print, extra_state: dict | None = None) -> LoopState:
+    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    dtype = autocast_dtype(cfg.precision, device)
+    d_model = getattr(model, "d_model", None) or _guess_d_model(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    optimizer = opt_cls(params, lr=lr_at(cfg, 1, d_model), betas=tuple(cfg.betas), eps=cfg.eps,
+                        weight_decay=cfg.weight_decay)
+    objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    st = LoopState()
+    torch.manual_seed(seed)
+
+    last = ckpt_dir / "last.pt"
+    if resume and last.exists():
+        ck = torch.load(last, map_location="cpu", weights_only=True)
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizer"])
+        scaler.load_state_dict(ck["scaler"])
+        st = LoopState(**ck["loop"])
+        torch.set_rng_state(ck["rng"])
+        if device.type == "cuda" and ck.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(ck["cuda_rng"])
+        log(f"resumed from {last}: epoch {st.epoch + 1}, batch {st.batch}, step {st.step}")
+        if st.finished:
+            return st
+
+    def save(path: Path):
+        atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                           "scaler": scaler.state_dict(), "loop": st.to_dict(), "rng": torch.get_rng_state(),
+                           "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
+                           **(extra_state or {})}, path)
+
+    interrupted = {"flag": False}
+
+    def on_sigint(signum, frame):  # finish the current step, save, then stop
+        interrupted["flag"] = True
+
+    old_handler = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
+    model.train()
+    try:
+        while st.epoch < cfg.epochs and not st.stopped_early:
+            batches = bucket_batches(train_data, cfg.batch_size, max_tokens=cfg.max_tokens, seed=seed, epoch=st.epoch)
+            if st.batch == 0:
+                st.history.append({"epoch": st.epoch + 1, "train_loss_sum": 0.0, "train_tokens": 0,
+                                   "seconds": 0.0})
+            row = st.history[-1]
+            bar = tqdm(total=len(batches), initial=st.batch, desc=f"epoch {st.epoch + 1}/{cfg.epochs}",
+                       disable=None if progress else True, leave=False, dynamic_ncols=True)
+            t0 = time.perf_counter()
+            for k, batch in iterate(train_data, batches, st.batch):
+                batch.to(device)
+                with autocast(device, dtype):
+                    loss, stats = objective(model, batch)
+                if not torch.isfinite(loss):
+                    raise TrainingStopped(
+                        f"non-finite loss ({float(loss)}) at epoch {st.epoch + 1}, step {st.step}; the last good "
+                        f"checkpoint is kept in {last}. Lower the learning rate or use precision = \"fp32\".")
+                scaler.scale(loss / cfg.accum_steps).backward()
+                n_tok = batch.n_tokens()
+                row["train_loss_sum"] += float(loss) * stats["tokens"]
+                row["train_tokens"] += stats["tokens"]
+                st.train_tokens += n_tok
+                st.batch = k + 1
+                if st.batch % cfg.accum_steps == 0 or st.batch == len(batches):
+                    st.step += 1
+                    lr = lr_at(cfg, st.step, d_model)
+                    for g in optimizer.param_groups:
+                        g["lr"] = lr
+                    if cfg.clip_norm > 0:
+                        scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad(set_to_none=True)
+                    row["lr"] = lr
+                    if cfg.val_every and st.step % cfg.val_every == 0:
+                        _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log)
+                    if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
+                        _timed_save(st, row, t0, save, last)
+                        t0 = time.perf_counter()
+                    if cfg.max_steps and st.step >= cfg.max_steps:
+                        break
+                bar.update(1)
+                bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{st.train_tokens / max(st.train_seconds + time.perf_counter() - t0, 1e-9):.0f}", lr=f"{row.get('lr', 0):.2e}")
+                if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
+                    break  # only at an update boundary, so the saved state resumes exactly
+            bar.close()
+            row["seconds"] += time.perf_counter() - t0
+            st.train_seconds += time.perf_counter() - t0
+            if interrupted["flag"] and st.batch < len(batches):
+                save(last)
+                raise KeyboardInterrupt
+            # end of epoch
+            row["train_loss"] = row["train_loss_sum"] / max(row["train_tokens"], 1)
+            row["tokens_per_s"] = st.train_tokens / max(st.train_seconds, 1e-9)
+            row["step"] = st.step
+            if not cfg.val_every or not st.val_curve or st.val_curve[-1]["step"] != st.step:
+                _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log)
+            row["val_loss"] = st.val_curve[-1]["val_loss"]
+            log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
+                f"{row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
+            st.epoch += 1
+            st.batch = 0
+            if cfg.max_steps and st.step >= cfg.max_steps:
+                st.epoch = cfg.epochs
+            if st.epoch >= cfg.epochs or st.stopped_early:
+                st.finished = True
+            save(last)
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
+    return st
+
+
+def _timed_save(st, row, t0, save, path):
+    dt = time.perf_counter() - t0
+    row["seconds"] += dt
+    st.train_seconds += dt
+    save(path)
+
+
+def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log):
+    v = validation_loss(model, val_data, cfg.batch_size, device, dtype)
+    st.val_curve.append({"step": st.step, "epoch": st.epoch + 1, "val_loss": v})
+    if v < st.best_val - 1e-6:
+        st.best_val, st.best_step, st.bad_validations = v, st.step, 0
+        save(ckpt_dir / "best.pt")
+    else:
+        st.bad_validations += 1
+        if cfg.patience and st.bad_validations >= cfg.patience:
+            log(f"early stopping: no validation gain in {cfg.patience} validations (best {st.best_val:.4f} "
+                f"at step {st.best_step})")
+            st.stopped_early = True
+
+
+def _guess_d_model(model) -> int | None:
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            return m.embedding_dim
+    return None
+
+
+def _main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+__all__ = ["fit", "validation_loss", "autocast_dtype", "autocast", "TrainingStopped", "LoopState", "collate"]

@@ -1,6 +1,7 @@
 """``zoo report``: every table and plot of an experiment folder, from its run records alone."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from seq2seq_zoo.report import plots
@@ -26,7 +27,7 @@ def _settings_lines(records: list[dict]) -> list[str]:
                      f"alpha {dec['length_penalty']}, min_len {dec['min_len']}, max_len {dec['max_len']}, "
                      f"no_repeat_ngram {dec['no_repeat_ngram']}, repetition_penalty {dec['repetition_penalty']}")
     seeds = sorted({r["seed"] for r in records})
-    profiles = sorted({str(r.get("profile")) for r in records})
+    profiles = sorted({r.get("profile") or "full size (no profile)" for r in records})
     hws = sorted({hardware_str(r["hardware"]) for r in records})
     precs = sorted({r["train"]["precision"] for r in records})
     lines.append(f"- **Seeds**: {', '.join(map(str, seeds))}; **profile**: {', '.join(profiles)}; "
@@ -41,6 +42,14 @@ def _settings_lines(records: list[dict]) -> list[str]:
     return lines
 
 
+_LATEX = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$",
+          "{": r"\{", "}": r"\}", "^": r"\^{}", "~": r"\~{}"}
+
+
+def _latex_escape(s: str) -> str:
+    return re.sub(r"[\\_%&#$^~{}]", lambda m: _LATEX[m.group(0)], s)
+
+
 def build_report(exp_dir: str | Path) -> list[Path]:
     exp_dir = Path(exp_dir)
     records = load_records(exp_dir)
@@ -50,9 +59,12 @@ def build_report(exp_dir: str | Path) -> list[Path]:
     df = results_table(records)
     md = to_markdown(fmt(df))
     vl = val_loss_table(records)
-    for path, text in ((exp_dir / "table.md", md),
+    notes = _settings_lines(records)
+    caption = _latex_escape(" ".join(n.lstrip("- ").replace("**", "").replace("`", "") for n in notes))
+    for path, text in ((exp_dir / "table.md", md + "\n" + "\n".join(notes) + "\n"),
                        (exp_dir / "table.csv", df.to_csv(index=False)),
-                       (exp_dir / "table.tex", fmt(df).to_latex(index=False, escape=True)),
+                       (exp_dir / "table.tex", fmt(df).to_latex(index=False, escape=True, caption=caption,
+                                                                label=f"tab:{records[0]['experiment']}")),
                        (exp_dir / "val_loss.csv", vl.to_csv())):
         atomic_write_text(path, text)
         written.append(path)
@@ -63,10 +75,10 @@ def build_report(exp_dir: str | Path) -> list[Path]:
             plots.attention(records[0], pdir / f"attention_{records[0]['run']}.png")]
     figs = [f for f in figs if f is not None]
     written += figs
-    notes = ""
+    findings = ""
     readme_src = exp_dir / "NOTES.md"  # hand-written findings, kept across report rebuilds
     if readme_src.exists():
-        notes = "\n## Notes\n\n" + readme_src.read_text(encoding="utf-8").strip() + "\n"
+        findings = "\n## Notes\n\n" + readme_src.read_text(encoding="utf-8").strip() + "\n"
     r0 = records[0]
     readme = "\n".join([
         f"# {r0['experiment']}", "",
@@ -75,7 +87,7 @@ def build_report(exp_dir: str | Path) -> list[Path]:
         "(put findings in NOTES.md, which is included below).", "",
         "## Results", "", md, "",
         "## Validation loss per epoch (token NLL)", "", to_markdown(fmt(vl, 4)), "",
-        "## Settings", "", *_settings_lines(records), "",
+        "## Settings", "", *notes, "",
         "## Plots", "", *[f"![{f.stem}](plots/{f.name})" for f in figs], "",
         "## Files", "",
         "- `<run>/record.json`: configuration, seed, parameter counts per component, per-epoch losses, wall "
@@ -83,7 +95,7 @@ def build_report(exp_dir: str | Path) -> list[Path]:
         "- `<run>/predictions.jsonl`: one object per test example (`id`, `prediction`, `references`), to "
         "re-score without the suite.",
         "- `table.md|csv|tex`, `val_loss.csv`, `plots/`: rebuilt by `zoo report`.",
-        notes,
+        findings,
     ])
     atomic_write_text(exp_dir / "README.md", readme)
     written.append(exp_dir / "README.md")

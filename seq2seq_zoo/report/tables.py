@@ -11,11 +11,6 @@ SCORE_COLUMNS = [
 ]
 
 
-def _variant(rec) -> str:
-    """The model options that differ between runs (filled in by ``results_table``)."""
-    return ""
-
-
 def results_table(records: list[dict]) -> pd.DataFrame:
     opts = [r["spec"].get("model_options", {}) for r in records]
     keys = sorted({k for o in opts for k in o})
@@ -50,13 +45,22 @@ def val_loss_table(records: list[dict]) -> pd.DataFrame:
     return df
 
 
+def _digits(col: str, default: int) -> int:
+    col = str(col)
+    if col.startswith("BERTScore") or "loss" in col:
+        return 4
+    if col == "tok/s":
+        return 0
+    if col in ("train min", "len"):
+        return 1
+    return default
+
+
 def fmt(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     out = df.copy()
     for c in out.columns:
         if pd.api.types.is_float_dtype(out[c]):
-            d = 4 if (c.startswith("BERTScore") or "loss" in str(c) or out[c].abs().max() < 2) else digits
-            if c == "tok/s":
-                d = 0
+            d = _digits(c, digits)
             out[c] = out[c].map(lambda v, d=d: "" if pd.isna(v) else f"{v:.{d}f}")
         elif c == "params":
             out[c] = out[c].map(lambda v: f"{int(v):,}")

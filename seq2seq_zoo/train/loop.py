@@ -139,6 +139,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             bar = tqdm(total=len(batches), initial=st.batch, desc=f"epoch {st.epoch + 1}/{cfg.epochs}",
                        disable=None if progress else True, leave=False, dynamic_ncols=True)
             t0 = time.perf_counter()
+            last_log = t0
             for k, batch in iterate(train_data, batches, st.batch):
                 batch.to(device)
                 with autocast(device, dtype):
@@ -149,7 +150,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                         f"checkpoint is kept in {last}. Lower the learning rate or use precision = \"fp32\".")
                 scaler.scale(loss / cfg.accum_steps).backward()
                 n_tok = batch.n_tokens()
-                row["train_loss_sum"] += float(loss) * stats["tokens"]
+                row["train_loss_sum"] += float(loss.detach()) * stats["tokens"]
                 row["train_tokens"] += stats["tokens"]
                 st.train_tokens += n_tok
                 st.batch = k + 1
@@ -172,8 +173,14 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                         t0 = time.perf_counter()
                     if cfg.max_steps and st.step >= cfg.max_steps:
                         break
+                now = time.perf_counter()
+                tok_s = st.train_tokens / max(st.train_seconds + now - t0, 1e-9)
                 bar.update(1)
-                bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{st.train_tokens / max(st.train_seconds + time.perf_counter() - t0, 1e-9):.0f}", lr=f"{row.get('lr', 0):.2e}")
+                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tok_s:.0f}", lr=f"{row.get('lr', 0):.2e}")
+                if bar.disable and now - last_log > 60:  # no bar (log file, --no-progress): a line a minute
+                    last_log = now
+                    log(f"  epoch {st.epoch + 1} batch {st.batch}/{len(batches)} step {st.step}: "
+                        f"loss {float(loss.detach()):.3f}, {tok_s:.0f} tok/s")
                 if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
                     break  # only at an update boundary, so the saved state resumes exactly
             bar.close()

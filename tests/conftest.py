@@ -1,0 +1,112 @@
+"""Shared fixtures: a tiny DialogSum-format corpus written to tmp_path, tiny encoded data, tiny models.
+
+Everything here is small on purpose: the suite runs on 2 busy CPU cores.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from seq2seq_zoo.data.batching import Encoded, collate, encode_examples
+from seq2seq_zoo.data.corpora import Example
+from seq2seq_zoo.data.text import TextConfig, tokenize
+from seq2seq_zoo.data.vocab import Vocab
+
+# tiny models are faster on one thread, and the machine is shared with a training job
+torch.set_num_threads(1)
+
+REPO = Path(__file__).resolve().parents[1]
+
+_PEOPLE = ["amy", "bob", "carl", "dana"]
+_ITEMS = ["car", "book", "phone", "lamp"]
+_COLOURS = ["red", "blue", "green", "black"]
+
+
+def tiny_pairs(n: int, offset: int = 0) -> list[tuple[str, str]]:
+    """Deterministic template dialogues whose summary is mostly copied from the dialogue."""
+    out = []
+    for j in range(offset, offset + n):
+        who = _PEOPLE[j % 4]
+        item = _ITEMS[(j // 4) % 4]
+        col = _COLOURS[(j // 2) % 4]
+        dia = (f"#Person1#: Hello {who.title()}, I want to buy a {col} {item}.\n"
+               f"#Person2#: The {col} {item} is in the shop.\n"
+               f"#Person1#: Great, I will take the {item}.")
+        summ = f"#Person1# buys a {col} {item} from {who}."
+        out.append((dia, summ))
+    return out
+
+
+def write_dialogsum(root: Path, n_train: int = 16, n_dev: int = 4, n_test: int = 3) -> Path:
+    """``root/dialogsum/dialogsum.{train,dev,test}.jsonl`` in the official format; returns ``root``.
+    The test split has three references (summary1..3), like the real corpus."""
+    d = Path(root) / "dialogsum"
+    d.mkdir(parents=True, exist_ok=True)
+
+    def dump(name, rows):
+        (d / f"dialogsum.{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    dump("train", [{"fname": f"train_{i}", "dialogue": a, "summary": b, "topic": "shop"}
+                   for i, (a, b) in enumerate(tiny_pairs(n_train))])
+    dump("dev", [{"fname": f"dev_{i}", "dialogue": a, "summary": b, "topic": "shop"}
+                 for i, (a, b) in enumerate(tiny_pairs(n_dev, offset=1))])
+    rows = []
+    for i, (a, b) in enumerate(tiny_pairs(n_test, offset=2)):
+        rows.append({"fname": f"test_{i}", "dialogue": a, "summary1": b, "topic1": "shop",
+                     "summary2": b.replace("buys", "gets"), "topic2": "shop",
+                     "summary3": f"a purchase happens, item {i}.", "topic3": "shop"})
+    dump("test", rows)
+    return Path(root)
+
+
+@pytest.fixture
+def dialogsum_dir(tmp_path) -> Path:
+    """A data folder holding a tiny ``dialogsum/``."""
+    return write_dialogsum(tmp_path / "data")
+
+
+@pytest.fixture(autouse=True)
+def _no_zoo_data_env(monkeypatch):
+    """ZOO_DATA outranks the experiment file's data_dir: tests must not inherit it."""
+    monkeypatch.delenv("ZOO_DATA", raising=False)
+
+
+def tiny_examples(n: int = 16, offset: int = 0) -> list[Example]:
+    return [Example(f"ex{i + offset}", a, [b]) for i, (a, b) in enumerate(tiny_pairs(n, offset))]
+
+
+def tiny_encoded(n: int = 16, offset: int = 0, vocab: Vocab | None = None, max_src: int = 64, max_tgt: int = 24):
+    cfg = TextConfig()
+    exs = tiny_examples(n, offset)
+    if vocab is None:
+        vocab = Vocab.build(tokenize(x, cfg) for e in exs for x in (e.source, e.references[0]))
+    return vocab, encode_examples(exs, vocab, cfg, max_src, max_tgt)
+
+
+def make_encoded(src: list[int], tgt: list[int], id_: str = "x", src_ext=None, tgt_ext=None, oovs=None) -> Encoded:
+    return Encoded(id=id_, src=np.asarray(src, dtype=np.int64),
+                   src_ext=np.asarray(src if src_ext is None else src_ext, dtype=np.int64), oovs=oovs or [],
+                   tgt=np.asarray(tgt, dtype=np.int64),
+                   tgt_ext=np.asarray(tgt if tgt_ext is None else tgt_ext, dtype=np.int64),
+                   references=["r"], source_text="s")
+
+
+def random_batch(vocab_size: int, src_lens: list[int], tgt_lens: list[int], seed: int = 0):
+    """A collated batch of random in-vocabulary ids (>= 4, so no specials) with the given lengths."""
+    g = np.random.default_rng(seed)
+    items = [make_encoded(g.integers(4, vocab_size, s).tolist(), g.integers(4, vocab_size, t).tolist(), f"r{i}")
+             for i, (s, t) in enumerate(zip(src_lens, tgt_lens))]
+    return collate(items)
+
+
+def tiny_transformer(vocab_size: int = 24, seed: int = 0, **kw):
+    """A small Transformer in eval mode with a fixed seed."""
+    from seq2seq_zoo.models.transformer import Transformer
+    opts = dict(d_model=16, d_ff=32, heads=2, layers=2, dropout=0.0, max_src_len=32, max_tgt_len=40)
+    opts.update(kw)
+    torch.manual_seed(seed)
+    return Transformer(vocab_size, **opts).eval()

@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         from seq2seq_zoo.data.corpora import DataError
         from seq2seq_zoo.registry import UnknownName
         from seq2seq_zoo.train.loop import TrainingStopped
-        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError)
+        from seq2seq_zoo.utils import UnsafeCheckpoint
+        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError, UnsafeCheckpoint)
         try:
             from seq2seq_zoo.data.download import DownloadError
             user = user + (DownloadError,)
@@ -260,7 +261,8 @@ def cmd_data(args) -> int:
 # ----------------------------------------------------------------------------------------- summarize
 def cmd_summarize(args) -> int:
     from seq2seq_zoo.inference import Summarizer
-    text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file else sys.stdin.read()
+    raw = Path(args.file).read_bytes() if args.file else sys.stdin.buffer.read()
+    text = raw.decode("utf-8", errors="replace")
     s = Summarizer.from_run(args.run_dir)
     print(s(text, beam_size=args.beam_size, max_len=args.max_len))
     return 0

@@ -211,6 +211,8 @@ _CHOICES = {
     "length_penalty_style": ("gnmt", "hf", "none"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
+    "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
+    "activation": ("relu", "gelu"),
 }
 
 
@@ -284,6 +286,10 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{label}.{k}", v)
     built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
+    if built["decode"].max_len > built["data"].max_tgt_len:
+        raise ctx.fail(f"{label}.decode.max_len", f"{built['decode'].max_len} exceeds data.max_tgt_len "
+                       f"({built['data'].max_tgt_len}), the longest target the model is trained and built for; "
+                       "lower decode.max_len or raise data.max_tgt_len")
     _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
     _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
     _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)

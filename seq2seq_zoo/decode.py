@@ -34,7 +34,7 @@ def length_penalty(length: torch.Tensor, alpha: float, style: str) -> torch.Tens
 def block_ngrams(lp: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor:
     """lp (N, V); tokens (N, t) generated so far. Forbid tokens that would repeat an n-gram."""
     t = tokens.size(1)
-    if n <= 0 or t < n - 1 or t == 0:
+    if n <= 0 or t < n:
         return lp
     if n == 1:
         return lp.scatter(1, tokens, NEG)
@@ -160,15 +160,16 @@ def sequence_logprob(model, batch, ids: list[list[int]]) -> torch.Tensor:
     state = model.encode(batch)
     B = batch.src.size(0)
     T = max(len(x) for x in ids) + 1
-    tgt = torch.full((B, T), PAD_ID, dtype=torch.long)
+    device = batch.src.device
+    tgt = torch.full((B, T), PAD_ID, dtype=torch.long, device=device)
     for i, x in enumerate(ids):
-        tgt[i, :len(x)] = torch.tensor(x, dtype=torch.long)
+        tgt[i, :len(x)] = torch.tensor(x, dtype=torch.long, device=device)
         tgt[i, len(x)] = EOS_ID
-    prev = torch.full((B,), BOS_ID, dtype=torch.long)
-    total = torch.zeros(B)
+    prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
+    total = torch.zeros(B, device=device)
     for t in range(T):
         lp, state = model.decode_step(state, prev)
         tok = tgt[:, t]
-        total += torch.where(tok != PAD_ID, lp.float().gather(1, tok.clamp(min=0)[:, None]).squeeze(1), torch.zeros(B))
+        total += torch.where(tok != PAD_ID, lp.float().gather(1, tok.clamp(min=0)[:, None]).squeeze(1), torch.zeros_like(total))
         prev = tok.masked_fill(tok == PAD_ID, EOS_ID)
     return total

@@ -10,10 +10,12 @@ import torch
 
 from seq2seq_zoo.config import RunSpec
 from seq2seq_zoo.data.batching import Encoded, collate
+from seq2seq_zoo.data.corpora import DataError
 from seq2seq_zoo.data.text import TextConfig, detokenize, tokenize
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
 from seq2seq_zoo.models.base import build_model
+from seq2seq_zoo.utils import load_checkpoint
 
 
 class Summarizer:
@@ -32,7 +34,7 @@ class Summarizer:
         vocab = Vocab.load(ck / "vocab.json")
         ctx = {"vocab_size": len(vocab), "max_src_len": spec.data.max_src_len, "max_tgt_len": spec.data.max_tgt_len}
         model = build_model(spec.model, ctx, spec.model_options)
-        state = torch.load(ck / checkpoint, map_location="cpu", weights_only=True)
+        state = load_checkpoint(ck / checkpoint)
         model.load_state_dict(state["model"])
         return cls(model, vocab, spec)
 
@@ -40,7 +42,7 @@ class Summarizer:
     def __call__(self, text: str, beam_size: int | None = None, max_len: int | None = None) -> str:
         toks = tokenize(text, self.text_cfg)[: self.spec.data.max_src_len]
         if not toks:
-            raise ValueError("the input has no words to summarise")
+            raise DataError("the input has no words to summarise (it is empty or only whitespace)")
         src_ext, oovs = self.vocab.encode_ext(toks)
         ex = Encoded("input", np.asarray(self.vocab.encode(toks)), np.asarray(src_ext), oovs,
                      np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [""], text)

@@ -22,7 +22,7 @@ from seq2seq_zoo.metrics import evaluate
 from seq2seq_zoo.models.base import build_model, count_parameters
 from seq2seq_zoo.results import write_predictions, write_record
 from seq2seq_zoo.train.loop import autocast, autocast_dtype, fit, lr_at
-from seq2seq_zoo.utils import atomic_write_json, hardware, pick_device, seed_everything
+from seq2seq_zoo.utils import atomic_write_json, hardware, load_checkpoint, pick_device, seed_everything
 
 
 def text_config(spec: RunSpec) -> TextConfig:
@@ -102,7 +102,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
              resume=resume, progress=progress, log=log)
     # evaluate the best checkpoint
-    best = torch.load(ckpt / "best.pt", map_location="cpu", weights_only=True)
+    best = load_checkpoint(ckpt / "best.pt")
     model.load_state_dict(best["model"])
     t0 = time.perf_counter()
     preds = decode_split(model, data["test"], vocab, spec, device, dtype, progress)
@@ -117,7 +117,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     metric_s = time.perf_counter() - t0
     write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references}
                             for e, p in zip(data["test"], preds)])
-    _save_artifacts(model, data["test"], vocab, preds, out, device, dtype)
+    _save_artifacts(model, data["test"], vocab, preds, out, device, dtype, spec.data.max_tgt_len)
     d_model = getattr(model, "d_model", None)
     steps = max(st.step, 1)
     lr_steps = sorted(set(np.unique(np.geomspace(1, steps, num=min(steps, 200)).astype(int)).tolist()))
@@ -145,13 +145,14 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
 
 
 @torch.no_grad()
-def _save_artifacts(model, test: list[Encoded], vocab: Vocab, preds: list[str], out: Path, device, dtype):
+def _save_artifacts(model, test: list[Encoded], vocab: Vocab, preds: list[str], out: Path, device, dtype,
+                    spec_max_tgt: int):
     """Small files the report plots from: attention of one test example, positional tables."""
     from seq2seq_zoo.data.batching import collate
     import copy
     model.eval()
     ex = copy.copy(test[0])
-    pred_ids = vocab.encode(tokenize(preds[0]))[: max(len(ex.tgt), 1) * 4] or [1]
+    pred_ids = vocab.encode(tokenize(preds[0]))[: spec_max_tgt - 1] or [1]
     ex.tgt = np.asarray(pred_ids, dtype=np.int64)
     ex.tgt_ext = ex.tgt
     batch = collate([ex]).to(device)

@@ -13,12 +13,17 @@ import numpy as np
 import torch
 
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename: a kill never leaves half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -109,3 +114,24 @@ def cpu_has_fast_bf16() -> bool:
         return "amx_bf16" in flags or "avx512_bf16" in flags
     except OSError:
         return False
+
+
+class UnsafeCheckpoint(RuntimeError):
+    """A checkpoint that holds more than tensors and plain data (e.g. a pickled code payload)."""
+
+
+def load_checkpoint(path, map_location="cpu") -> dict:
+    """Load a checkpoint with ``weights_only=True``: tensors and plain containers only. Anything that
+    would need arbitrary code to unpickle is refused with a clear message, never executed."""
+    import pickle
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise UnsafeCheckpoint(
+            f"{path}: refused to load: the file holds objects other than tensors and plain data (a pickled "
+            f"code payload?). Only load checkpoints written by seq2seq-zoo from a source you trust. ({first})"
+        ) from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise UnsafeCheckpoint(f"{path}: not a readable checkpoint ({type(e).__name__}: {e}); delete it and "
+                               "re-run (without --resume if it was last.pt)") from None

@@ -19,8 +19,6 @@ from seq2seq_zoo.data.vocab import Vocab
 # tiny models are faster on one thread, and the machine is shared with a training job
 torch.set_num_threads(1)
 
-REPO = Path(__file__).resolve().parents[1]
-
 _PEOPLE = ["amy", "bob", "carl", "dana"]
 _ITEMS = ["car", "book", "phone", "lamp"]
 _COLOURS = ["red", "blue", "green", "black"]

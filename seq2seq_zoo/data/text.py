@@ -18,7 +18,6 @@ _TOKEN = re.compile(
     r"|[^\w\s]",                # punctuation / emoji, one character each
     re.UNICODE,
 )
-_DIGITS = re.compile(r"(?<![#\w])(?:\d+(?:[.,]\d+)*|#+)(?![#\w])")
 
 
 @dataclass(frozen=True)
@@ -43,25 +42,22 @@ def _is_tag(s: str) -> bool:
 
 
 def tokenize(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
-    text = normalise(text, cfg)
-    toks = _TOKEN.findall(text)
-    out = []
-    for t in toks:
-        if t in cfg.unk_alias:
-            out.append("<unk>")
-        elif cfg.num_token and (_DIGITS.fullmatch(t) or set(t) == {"#"}):
-            out.append("<num>")
-        else:
-            out.append(t)
-    # Gigaword's digit runs are '#' characters, which the tokenizer splits one per token: merge them
-    if cfg.num_token:
-        merged: list[str] = []
-        for t in out:
-            if t == "<num>" and merged and merged[-1] == "<num>":
-                continue
-            merged.append(t)
-        out = merged
-    return out
+    # corpus spellings of the unknown word (Gigaword's test set writes UNK) before lower-casing
+    text = _UNK_ALIAS(cfg.unk_alias).sub(" <unk> ", text)
+    if cfg.num_token:  # numbers, and Gigaword's '#' digit runs such as ## or #.#, become one <num>
+        text = _NUMBER.sub(" <num> ", text)
+    return _TOKEN.findall(normalise(text, cfg))
+
+
+_NUMBER = re.compile(r"(?<![#\w])(?:\d+(?:[.,]\d+)*|#+(?:[.,]#+)*)(?![#\w])")
+
+
+def _UNK_ALIAS(aliases: tuple[str, ...]) -> re.Pattern:
+    return _alias_cache.get(aliases) or _alias_cache.setdefault(
+        aliases, re.compile(r"(?<![\w<])(?:" + "|".join(re.escape(a) for a in aliases) + r")(?![\w>])"))
+
+
+_alias_cache: dict[tuple[str, ...], re.Pattern] = {}
 
 
 def detokenize(tokens: list[str]) -> str:

@@ -86,13 +86,14 @@ class MultiHeadAttention(nn.Module):
             q = self._split(self.q_proj(x))
             k, v = kv if kv is not None else self.project_kv(memory)
         weights = None
+        if is_causal and (need_weights or mask is not None):  # SDPA takes a mask or is_causal, not both
+            cm = causal_mask(q.size(2), q.device)
+            mask = cm if mask is None else (mask & cm)
+            is_causal = False
         if need_weights:
-            if is_causal:
-                cm = causal_mask(q.size(2), q.device)
-                mask = cm if mask is None else (mask & cm)
             out, weights = attention(q, k, v, mask, self.drop if self.training else None)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
                                                  dropout_p=self.p if self.training else 0.0)
         B, _, T, _ = out.shape
         out = out.transpose(1, 2).reshape(B, T, self.h * self.dk)

@@ -21,6 +21,8 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str = "relu"):
         super().__init__()
         self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', not {activation!r}")
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
         self.drop = nn.Dropout(dropout)
 

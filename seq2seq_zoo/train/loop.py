@@ -19,7 +19,7 @@ from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.objectives import token_losses
-from seq2seq_zoo.utils import atomic_torch_save, cpu_has_fast_bf16
+from seq2seq_zoo.utils import atomic_torch_save, cpu_has_fast_bf16, load_checkpoint
 
 
 class TrainingStopped(RuntimeError):
@@ -104,7 +104,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
 
     last = ckpt_dir / "last.pt"
     if resume and last.exists():
-        ck = torch.load(last, map_location="cpu", weights_only=True)
+        ck = load_checkpoint(last)
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
         scaler.load_state_dict(ck["scaler"])
@@ -113,6 +113,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
         if device.type == "cuda" and ck.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(ck["cuda_rng"])
         log(f"resumed from {last}: epoch {st.epoch + 1}, batch {st.batch}, step {st.step}")
+        st.finished = st.epoch >= cfg.epochs or st.stopped_early  # epochs may have been raised since
         if st.finished:
             return st
 

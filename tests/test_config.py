@@ -1,0 +1,161 @@
+"""Bad experiment files fail before training, naming the key and the nearest valid choice; the CLI
+turns that into exit code 2 and one line on stderr."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from seq2seq_zoo.cli import main
+from seq2seq_zoo.config import ConfigError, load_experiment
+
+HEAD = """
+[experiment]
+name = "cfgtest"
+dataset = "dialogsum"
+metrics = ["rouge"]
+
+[defaults]
+model = "transformer"
+d_model = 16
+"""
+
+
+def write(tmp_path, body: str, head: str = HEAD, name: str = "exp.toml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(head) + textwrap.dedent(body), encoding="utf-8")
+    return p
+
+
+def test_good_file_loads(tmp_path):
+    p = write(tmp_path, """
+        train.epochs = 3
+        decode.beam_size = 2
+
+        [profiles.cpu]
+        d_model = 8
+
+        [[runs]]
+        name = "a"
+        pe = "learned"
+
+        [[runs]]
+        name = "b"
+        pe = "sinusoidal"
+        train.lr = 0.01
+    """)
+    exp = load_experiment(p)
+    assert [r.name for r in exp.runs] == ["a", "b"]
+    a, b = exp.runs
+    assert a.model_options == {"d_model": 16, "pe": "learned"}
+    assert a.train.epochs == 3 and b.train.lr == 0.01 and a.train.lr == 1e-3
+    assert a.decode.beam_size == 2 and a.eval.metrics == ["rouge"] and a.data.dataset == "dialogsum"
+    assert load_experiment(p, profile="cpu").runs[0].model_options["d_model"] == 8
+    assert [r.name for r in load_experiment(p, only=["b"]).runs] == ["b"]
+
+
+def test_grid_and_seeds_expand(tmp_path):
+    p = write(tmp_path, """
+        [grid]
+        "train.lr" = [0.1, 0.01]
+
+        [[runs]]
+        name = "r"
+    """, head=HEAD.replace('metrics = ["rouge"]', 'metrics = ["rouge"]\nseeds = [1, 2]'))
+    exp = load_experiment(p)
+    assert sorted((r.name, r.seed, r.train.lr) for r in exp.runs) == [
+        ("r-lr0.01-seed1", 1, 0.01), ("r-lr0.01-seed2", 2, 0.01), ("r-lr0.1-seed1", 1, 0.1), ("r-lr0.1-seed2", 2, 0.1)]
+
+
+BAD = [
+    # (body, words the message must contain)
+    ('d_modle = 32\n[[runs]]\nname = "a"\n', ["d_modle", "d_model"]),
+    ('train.lrr = 0.1\n[[runs]]\nname = "a"\n', ["lrr", "'lr'"]),
+    ('[[runs]]\nname = "a"\nmodel = "transfomer"\n', ["transfomer", "'transformer'"]),
+    ('train.epochs = "ten"\n[[runs]]\nname = "a"\n', ["epochs", "int", "ten"]),
+    ('train.lr = -0.5\n[[runs]]\nname = "a"\n', ["lr", "> 0"]),
+    ('dropout = 1.5\n[[runs]]\nname = "a"\n', ["dropout", "[0, 1)"]),
+    ('train.label_smoothing = 1.0\n[[runs]]\nname = "a"\n', ["label_smoothing"]),
+    ('decode.beam_size = 0\n[[runs]]\nname = "a"\n', ["beam_size", ">= 1"]),
+    ('decode.length_penalty_style = "gmnt"\n[[runs]]\nname = "a"\n', ["length_penalty_style", "'gnmt'"]),
+    ('train.precision = "fp23"\n[[runs]]\nname = "a"\n', ["precision", "'fp32'"]),
+    ('train.schedule = "noan"\n[[runs]]\nname = "a"\n', ["schedule", "'noam'"]),
+    ('[[runs]]\nname = "a"\ndata.dataset = "dialgsum"\n', ["dialgsum", "'dialogsum'"]),
+    ('epochs = 3\n[[runs]]\nname = "a"\n', ["epochs", "[train]"]),
+    ('[[runs]]\nname = "a"\nd_model = 3.5\n', ["d_model", "int"]),
+    ('[[runs]]\nname = "a"\n[[runs]]\nname = "a"\n', ["duplicate", "'a'"]),
+    ('[[runs]]\nname = "a"\nd_model = \n', ["TOML"]),
+    ('[[runs]]\nname = "a"\n[runz]\nx = 1\n', ["runz", "'runs'"]),
+    ('[[runs]]\nname = "a"\npe = "sinusoidl"\n', ["pe", "'sinusoidal'"]),
+    ('[[runs]]\nname = "a"\nactivation = "gleu"\n', ["activation", "'gelu'"]),
+]
+
+
+@pytest.mark.parametrize("body,words", BAD, ids=[b[1][0] for b in BAD])
+def test_bad_file_raises_config_error_naming_key_and_choice(tmp_path, body, words):
+    p = write(tmp_path, body)
+    with pytest.raises(ConfigError) as e:
+        load_experiment(p)
+    msg = str(e.value)
+    assert str(p) in msg
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+def test_error_names_the_line(tmp_path):
+    p = write(tmp_path, 'train.lrr = 0.1\n[[runs]]\nname = "a"\n')
+    with pytest.raises(ConfigError) as e:
+        load_experiment(p)
+    line = p.read_text().splitlines().index("train.lrr = 0.1") + 1
+    assert f"{p}:{line}:" in str(e.value)
+
+
+def test_unknown_profile_and_run(tmp_path):
+    p = write(tmp_path, '[profiles.cpu]\nd_model = 8\n[[runs]]\nname = "alpha"\n')
+    with pytest.raises(ConfigError, match="'cpu'"):
+        load_experiment(p, profile="cpx")
+    with pytest.raises(ConfigError, match="'alpha'"):
+        load_experiment(p, only=["alpah"])
+    with pytest.raises(ConfigError, match="not found"):
+        load_experiment(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("body,word", [(BAD[0][0], "d_model"), (BAD[2][0], "transformer"),
+                                       (BAD[3][0], "epochs"), (BAD[15][0], "TOML"), (BAD[14][0], "duplicate")])
+def test_cli_bad_file_exit_2_one_line_no_traceback(tmp_path, capsys, body, word):
+    p = write(tmp_path, body)
+    rc = main(["run", str(p), "--results", str(tmp_path / "res"), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert word in lines[0] and "Traceback" not in err
+    assert not (tmp_path / "res" / "cfgtest").exists() or not any((tmp_path / "res" / "cfgtest").rglob("*.pt"))
+
+
+def test_decode_longer_than_target_positions_is_caught_or_works(tmp_path):
+    """decode.max_len beyond data.max_tgt_len: either the file is rejected up front, or decoding runs
+    (it must not crash after training, when the positional table runs out)."""
+    import torch
+
+    from seq2seq_zoo.data.vocab import EOS_ID
+    from seq2seq_zoo.decode import generate
+    from seq2seq_zoo.models.base import build_model
+    from conftest import random_batch
+    p = write(tmp_path, 'data.max_tgt_len = 6\ndecode.max_len = 20\ndecode.beam_size = 2\n'
+                        'd_ff = 32\nheads = 2\nlayers = 1\n[[runs]]\nname = "a"\n')
+    try:
+        exp = load_experiment(p)
+    except ConfigError as e:
+        assert "max_len" in str(e)
+        return
+    spec = exp.runs[0]
+    torch.manual_seed(0)
+    model = build_model(spec.model, {"vocab_size": 20, "max_src_len": 10, "max_tgt_len": spec.data.max_tgt_len},
+                        spec.model_options).eval()
+    with torch.no_grad():
+        model.generator.bias[EOS_ID] -= 100  # never stops by itself
+    for method in ("greedy", "beam"):
+        spec.decode.method = method
+        out = generate(model, random_batch(20, [5, 3], [1, 1]), spec.decode)
+        assert all(len(x) <= 20 for x in out)

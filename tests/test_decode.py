@@ -1,0 +1,248 @@
+"""Greedy and beam search: beam 1 == greedy, beam >= greedy in probability, n-gram blocking, min_len,
+repetition penalty and length-penalty formulas."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import make_encoded, random_batch, tiny_transformer
+from seq2seq_zoo.config import DecodeConfig
+from seq2seq_zoo.data.batching import collate
+from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seq2seq_zoo.decode import (beam_search, block_ngrams, generate, greedy, length_penalty, penalise_repeats,
+                                sequence_logprob)
+
+V = 24
+
+
+def ending_model(seed: int, eos_bias: float = 2.0):
+    """A random tiny Transformer whose hypotheses end after a few tokens (EOS made likely), and that
+    never proposes <pad>/<bos>."""
+    m = tiny_transformer(vocab_size=V, seed=seed)
+    with torch.no_grad():
+        m.generator.bias[EOS_ID] += eos_bias
+        m.generator.bias[PAD_ID] -= 50
+        m.generator.bias[BOS_ID] -= 50
+    return m
+
+
+def batch4(seed=0):
+    return random_batch(V, src_lens=[5, 8, 3, 6], tgt_lens=[1, 1, 1, 1], seed=seed)
+
+
+@pytest.mark.parametrize("seed,eos", [(0, 3.0), (2, 4.0), (3, 4.0)])
+@pytest.mark.parametrize("alpha,style", [(0.0, "none"), (1.0, "gnmt"), (0.6, "gnmt"), (1.0, "hf")])
+def test_beam_size_one_equals_greedy(seed, eos, alpha, style):
+    model = peaky_model(seed, 3.0, eos)
+    batch = random_batch(V, [5, 8, 3, 6, 7, 4], [1] * 6, seed=seed)
+    cfg = DecodeConfig(beam_size=1, length_penalty=alpha, length_penalty_style=style, max_len=15)
+    g = greedy(model, batch, cfg)
+    b = beam_search(model, batch, cfg)
+    assert g == b
+    assert len({len(x) for x in g}) > 1  # hypotheses of different lengths, some ended by <eos>
+
+
+def peaky_model(seed: int, scale: float, eos_bias: float, vocab_size: int = V):
+    """Untied output layer scaled up: peaked, context-dependent next-token distributions."""
+    m = tiny_transformer(vocab_size=vocab_size, seed=seed, tie_embeddings=False)
+    with torch.no_grad():
+        m.generator.weight *= scale
+        m.generator.bias[EOS_ID] += eos_bias
+        m.generator.bias[PAD_ID] -= 50
+        m.generator.bias[BOS_ID] -= 50
+    return m
+
+
+def objective(model, batch, seqs, max_len):
+    """Beam search's objective, computed independently by teacher forcing: the summed log-prob of the
+    tokens, plus <eos> for hypotheses that ended before max_len."""
+    items = [make_encoded(batch.src[i, : int(batch.src_len[i])].tolist(), s) for i, s in enumerate(seqs)]
+    tf = collate(items)
+    with torch.no_grad():
+        lp = model(tf).log_probs
+    out = []
+    for i, s in enumerate(seqs):
+        n = len(s) + (1 if len(s) < max_len else 0)
+        out.append(float(sum(lp[i, t, tf.tgt_out[i, t]] for t in range(n))))
+    return out
+
+
+# Beam search is not guaranteed to beat greedy on every input (the greedy prefix can be pruned), so
+# these are fixed small models on which beam and greedy disagree for some examples.
+@pytest.mark.parametrize("seed,scale,eos", [(1, 6.0, 0.0), (2, 6.0, 4.0), (4, 6.0, 2.0)])
+def test_beam_finds_sequence_at_least_as_probable_as_greedy(seed, scale, eos):
+    model = peaky_model(seed, scale, eos)
+    batch = random_batch(V, [5, 8, 3, 6, 7, 4], [1] * 6, seed=seed)
+    cfg = DecodeConfig(beam_size=4, length_penalty=0.0, length_penalty_style="none", max_len=30)
+    g = greedy(model, batch, cfg)
+    b, b_scores = beam_search(model, batch, cfg, return_scores=True)
+    assert g != b  # otherwise the comparison says nothing
+    lg, lb = objective(model, batch, g, 30), objective(model, batch, b, 30)
+    assert all(x >= y - 1e-4 for x, y in zip(lb, lg)), (lb, lg)
+    assert b_scores == pytest.approx(lb, abs=1e-3)  # the reported score is the returned sequence's
+    finished = [i for i, x in enumerate(b) if len(x) < 30]
+    with torch.no_grad():  # for finished hypotheses sequence_logprob (which adds <eos>) agrees
+        sl = sequence_logprob(model, batch, b)
+    assert [sl[i].item() for i in finished] == pytest.approx([lb[i] for i in finished], abs=1e-3)
+
+
+def test_wide_beam_finds_the_exact_optimum():
+    """Vocabulary 8, max_len 3: a beam wider than the number of prefixes is an exhaustive search."""
+    import itertools
+    model = peaky_model(7, 4.0, 1.0, vocab_size=8)
+    batch = random_batch(8, [4, 6], [1, 1], seed=7)
+    cfg = DecodeConfig(beam_size=600, length_penalty=0.0, length_penalty_style="none", max_len=3, min_len=0)
+    got = beam_search(model, batch, cfg)
+    words = [UNK_ID, 4, 5, 6, 7]  # <pad>/<bos> carry -50 and cannot win
+    cands = [list(c) for n in range(4) for c in itertools.product(words, repeat=n)]
+    for i in range(2):
+        src_i = batch.src[i, : int(batch.src_len[i])].tolist()
+        scores = objective(model, collate([make_encoded(src_i, [5])] * len(cands)), cands, 3)
+        best = cands[max(range(len(cands)), key=scores.__getitem__)]
+        assert got[i] == best
+
+
+def test_sequence_logprob_equals_teacher_forced_sum():
+    model = ending_model(0)
+    batch = batch4(0)
+    seqs = [[5, 6], [7], [8, 9, 10], []]
+    items = [make_encoded(batch.src[i, : int(batch.src_len[i])].tolist(), s) for i, s in enumerate(seqs)]
+    tf = collate(items)
+    with torch.no_grad():
+        lp = model(tf).log_probs
+        expected = [float(sum(lp[i, t, tf.tgt_out[i, t]] for t in range(len(s) + 1))) for i, s in enumerate(seqs)]
+        got = sequence_logprob(model, batch, seqs)
+    assert got.tolist() == pytest.approx(expected, abs=1e-4)
+
+
+def looping_model(seed=0, favourite=7):
+    """A model that wants to say the same token forever (and never <eos>)."""
+    m = tiny_transformer(vocab_size=V, seed=seed)
+    with torch.no_grad():
+        m.generator.bias[favourite] += 30
+        m.generator.bias[EOS_ID] -= 30
+        m.generator.bias[PAD_ID] -= 50
+        m.generator.bias[BOS_ID] -= 50
+    return m
+
+
+def ngrams(seq, n):
+    return [tuple(seq[i:i + n]) for i in range(len(seq) - n + 1)]
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_ngram_blocking_never_repeats(method, n):
+    model = looping_model()
+    batch = batch4(1)
+    free = generate(model, batch, DecodeConfig(method=method, beam_size=3, max_len=12))
+    assert all(x == [7] * 12 for x in free)  # without blocking: one token repeated
+    out = generate(model, batch, DecodeConfig(method=method, beam_size=3, max_len=12, no_repeat_ngram=n))
+    for x in out:
+        assert len(x) == 12
+        grams = ngrams(x, n)
+        assert len(grams) == len(set(grams)), (n, x)
+
+
+def test_block_ngrams_by_hand():
+    lp = torch.zeros(2, 10)
+    tokens = torch.tensor([[5, 6, 5, 8, 5], [4, 4, 4, 4, 9]])
+    # bigrams: row 0 ends with 5; earlier 5 was followed by 6 and by 8 -> both blocked
+    out = block_ngrams(lp, tokens, 2)
+    assert torch.isinf(out[0]).nonzero().flatten().tolist() == [6, 8]
+    # row 1 ends with 9, which never appeared before -> nothing blocked
+    assert torch.isinf(out[1]).sum() == 0
+    # trigrams: row 0 ends with (8, 5): never seen before -> nothing; (5, 6)/(6, 5)/(5, 8) seen
+    out3 = block_ngrams(lp, torch.tensor([[5, 6, 5, 6]]), 3)
+    assert torch.isinf(out3[0]).nonzero().flatten().tolist() == [5]  # 5 6 5 seen; last two are 5 6
+    # unigrams: every generated token blocked
+    out1 = block_ngrams(lp, tokens, 1)
+    assert torch.isinf(out1[0]).nonzero().flatten().tolist() == [5, 6, 8]
+    assert torch.equal(block_ngrams(lp, tokens, 0), lp)
+    # fewer tokens than n: no complete n-gram yet, nothing to block (and no error)
+    assert torch.equal(block_ngrams(lp, torch.tensor([[5], [6]]), 2), lp)
+    assert torch.equal(block_ngrams(lp[:1], torch.tensor([[5, 6]]), 3), lp[:1])
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_min_len_respected(method):
+    model = ending_model(0, eos_bias=30.0)  # wants to stop at once
+    batch = batch4(2)
+    out0 = generate(model, batch, DecodeConfig(method=method, beam_size=3, min_len=0, max_len=20))
+    assert all(len(x) == 0 for x in out0)
+    for k in (1, 4):
+        out = generate(model, batch, DecodeConfig(method=method, beam_size=3, min_len=k, max_len=20))
+        assert all(len(x) == k for x in out), out
+
+
+def test_penalise_repeats_lowers_only_generated_tokens():
+    torch.manual_seed(0)
+    lp = -torch.rand(3, 12) - 0.1                       # negative log-probs
+    tokens = torch.tensor([[4, 5, 4], [7, 7, 7], [0, 9, 11]])
+    out = penalise_repeats(lp, tokens, 1.5)
+    seen = [{4, 5}, {7}, {9, 11}]                       # <pad> (0) is never penalised
+    for r in range(3):
+        for c in range(12):
+            if c in seen[r]:
+                assert float(out[r, c]) == pytest.approx(1.5 * float(lp[r, c]))
+                assert out[r, c] < lp[r, c]
+            else:
+                assert out[r, c] == lp[r, c]
+    assert torch.equal(penalise_repeats(lp, tokens, 1.0), lp)
+
+
+def test_repetition_penalty_in_greedy_changes_a_looping_output():
+    model = tiny_transformer(vocab_size=V, seed=4)
+    with torch.no_grad():
+        model.generator.bias[7] += 3.0
+        model.generator.bias[EOS_ID] -= 30
+    batch = batch4(3)
+    base = greedy(model, batch, DecodeConfig(max_len=10))
+    pen = greedy(model, batch, DecodeConfig(max_len=10, repetition_penalty=50.0))
+    assert any(x.count(7) > 1 for x in base)
+    # a huge penalty makes any already generated token lose against an unseen one
+    for x in pen:
+        assert len(x) == len(set(x)), x
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0, 2.0])
+def test_length_penalty_formulas(alpha):
+    L = torch.tensor([1, 2, 5, 17])
+    gnmt = length_penalty(L, alpha, "gnmt")
+    hf = length_penalty(L, alpha, "hf")
+    none = length_penalty(L, alpha, "none")
+    for i, n in enumerate([1, 2, 5, 17]):
+        assert float(gnmt[i]) == pytest.approx(((5 + n) / 6) ** alpha, rel=1e-6)
+        assert float(hf[i]) == pytest.approx(n ** alpha, rel=1e-6)
+        assert float(none[i]) == 1.0
+    with pytest.raises(ValueError):
+        length_penalty(L, 1.0, "gmnt")
+
+
+def test_length_penalty_changes_the_choice_between_a_short_and_a_long_hypothesis():
+    """With scores -2 (length 1) and -3 (length 4): unnormalised prefers short; hf alpha=1 prefers long."""
+    s = torch.tensor([-2.0, -3.0])
+    L = torch.tensor([1, 4])
+    assert int((s / length_penalty(L, 0.0, "none")).argmax()) == 0
+    assert int((s / length_penalty(L, 1.0, "hf")).argmax()) == 1  # -2/1 < -3/4
+
+
+def test_generate_restores_training_mode_and_extended_ids_are_fed_as_unk():
+    model = ending_model(1).train()
+    batch = batch4(4)
+    generate(model, batch, DecodeConfig(method="greedy", max_len=5))
+    assert model.training
+    prev = torch.tensor([V + 2, 5])
+    assert model.feed(prev).tolist() == [UNK_ID, 5]
+
+
+def test_beam_batch_independence():
+    """Each example's beam result is the same decoded alone or with others."""
+    model = ending_model(2, eos_bias=1.0)
+    batch = batch4(5)
+    cfg = DecodeConfig(beam_size=3, length_penalty=0.6, max_len=20)
+    together = beam_search(model, batch, cfg)
+    for i in range(4):
+        one = collate([make_encoded(batch.src[i, : int(batch.src_len[i])].tolist(), [5])])
+        assert beam_search(model, one, cfg)[0] == together[i]
+

@@ -142,7 +142,7 @@ def cmd_run(args) -> int:
         for s in exp.runs:
             s.train.device = args.device
     exp_dir = Path(args.results) / exp.name
-    lock = _acquire_lock(exp_dir)
+    locks = _acquire_locks([exp_dir / s.name for s in exp.runs])
     try:
         t0 = time.perf_counter()
         names = [s.name for s in exp.runs]
@@ -170,14 +170,29 @@ def cmd_run(args) -> int:
         paths = build_report(exp_dir)
         print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
     finally:
-        lock.unlink(missing_ok=True)
+        for lock in locks:
+            lock.unlink(missing_ok=True)
     return 0
 
 
-def _acquire_lock(exp_dir: Path) -> Path:
-    """One `zoo run` per experiment folder at a time; a lock left by a dead process is taken over."""
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    lock = exp_dir / ".lock"
+def _acquire_locks(run_dirs: list[Path]) -> list[Path]:
+    """One `zoo run` per run folder at a time: the same experiment started twice is refused, while
+    `--only A` and `--only B` of one experiment may run side by side (e.g. one cluster task each).
+    A lock left by a dead process (its pid no longer runs) is taken over."""
+    taken: list[Path] = []
+    try:
+        for d in run_dirs:
+            taken.append(_acquire_lock(d))
+    except BaseException:
+        for lock in taken:
+            lock.unlink(missing_ok=True)
+        raise
+    return taken
+
+
+def _acquire_lock(run_dir: Path) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / ".lock"
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -189,10 +204,10 @@ def _acquire_lock(exp_dir: Path) -> Path:
                 pid = int(lock.read_text().strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and _alive(pid):
-                raise UserError(f"experiment folder {exp_dir} is in use by another `zoo run` (pid {pid}); "
-                                "wait for it or stop it first") from None
-            lock.unlink(missing_ok=True)  # stale
+            if pid and pid != os.getpid() and _alive(pid):
+                raise UserError(f"run folder {run_dir} is in use by another `zoo run` (pid {pid}); wait for it "
+                                "to finish or stop it first") from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone
     raise UserError(f"could not lock {lock}")
 
 

@@ -24,6 +24,16 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="zoo", description="seq2seq-zoo: train and compare abstractive summarisation models side by side.",
@@ -75,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("summarize", help="summarise text (stdin or --file) with a trained run")
     p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
     p.add_argument("--file", help="input text file (default: stdin)")
-    p.add_argument("--beam-size", type=int)
-    p.add_argument("--max-len", type=int)
+    p.add_argument("--beam-size", type=_positive_int, help="beam size (default: the run's decode.beam_size)")
+    p.add_argument("--max-len", type=_positive_int, help="maximum summary length in tokens")
     p.add_argument("--debug", action="store_true")
 
     p = sub.add_parser("eval", help="re-score a run's predictions.jsonl (no decoding)")
@@ -96,8 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval}[args.cmd](args) or 0
     except KeyboardInterrupt:
-        print("\ninterrupted; a checkpoint was saved. Continue with the same command and --resume.",
-              file=sys.stderr)
+        if args.cmd == "run":
+            argv_ = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--resume", "--force")]
+            print(f"\ninterrupted. Training state up to the last checkpoint is kept; continue with:\n"
+                  f"  zoo {' '.join(argv_)} --resume", file=sys.stderr)
+        else:
+            print("\ninterrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - turned into one clear message
         from seq2seq_zoo.config import ConfigError

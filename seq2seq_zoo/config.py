@@ -12,6 +12,7 @@ the line, the key and the nearest valid choice.
 from __future__ import annotations
 
 import copy
+import math
 import dataclasses
 import itertools
 import re
@@ -145,10 +146,37 @@ class Experiment:
 
 # --------------------------------------------------------------------------------------------- checks
 def _line_of(text: str, key: str) -> int | None:
-    last = key.split(".")[-1]
-    pat = re.compile(rf"^\s*(?:[\w.]*\.)?{re.escape(last)}\s*=|^\s*\[+\s*[\w.]*{re.escape(last)}\s*\]+", re.M)
-    m = pat.search(text)
-    return text.count("\n", 0, m.start()) + 1 if m else None
+    """Line of ``key`` (e.g. ``runs[2].train.lr``) in the TOML text: inside the i-th [[runs]] table
+    first, else anywhere (the value may come from [defaults] or a profile)."""
+    if key.startswith("[") and key.endswith("]"):  # a table header
+        h = re.search(rf"^[ \t]*\[+[ \t]*{re.escape(key.strip('[]'))}[ \t]*\]+", text, re.M)
+        return text.count("\n", 0, h.start()) + 1 if h else None
+    m = re.match(r"runs\[(\d+)\]\.?(.*)", key)
+    start, end = 0, len(text)
+    table = re.match(r"(experiment|grid|profiles\.[\w-]+)\.(.+)", key)
+    if table and not m:  # search inside that table first
+        h = re.search(rf"^[ \t]*\[[ \t]*{re.escape(table.group(1))}[ \t]*\]", text, re.M)
+        if h:
+            nxt = re.search(r"^[ \t]*\[(?![ \t]*" + re.escape(table.group(1)) + r"\.)", text[h.end():], re.M)
+            start, end = h.end(), h.end() + nxt.start() if nxt else len(text)
+            last = re.escape(table.group(2).split(".")[-1])
+            pat = re.compile(rf"^[ \t]*(?:[\w.]*\.)?{last}[ \t]*=", re.M)
+            found = pat.search(text, start, end)
+            if found:
+                return text.count("\n", 0, found.start()) + 1
+    if m:
+        heads = list(re.finditer(r"^[ \t]*\[\[\s*runs\s*\]\]", text, re.M))
+        i = int(m.group(1))
+        if i < len(heads):
+            start = heads[i].start()
+            end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        key = m.group(2) or "[[runs]]"
+        if key == "[[runs]]":
+            return text.count("\n", 0, start) + 1 if heads else None
+    last = re.escape(key.split(".")[-1])
+    pat = re.compile(rf"^[ \t]*(?:[\w.]*\.)?{last}[ \t]*=|^[ \t]*\[+[ \t]*(?:[\w.]*\.)?{last}[ \t]*\]+", re.M)
+    found = pat.search(text, start, end) or (pat.search(text) if m else None)
+    return text.count("\n", 0, found.start()) + 1 if found else None
 
 
 class _Ctx:
@@ -218,6 +246,8 @@ _CHOICES = {
 
 def _check_value(ctx: _Ctx, key: str, value) -> None:
     leaf = key.split(".")[-1]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ctx.fail(key, f"{value!r} is not a finite number")
     if leaf in _RANGES and value is not None and isinstance(value, (int, float)):
         ok, desc = _RANGES[leaf]
         if not ok(value):
@@ -295,12 +325,31 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
     _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
     for m in built["eval"].metrics:
         _check_name(ctx, f"{label}.eval.metrics", METRICS, m)
+    _try_build(ctx, label, model, run, built["data"])
     return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
                    profile=profile, data_dir=data_dir, description=desc, **built)
 
 
+def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:
+    """Build the model on the meta device (no memory, no time) so inconsistent options (heads that do
+    not divide d_model, ...) stop here, before any data is read or trained on."""
+    import torch
+
+    from seq2seq_zoo.models.base import build_model
+    context = {"vocab_size": data.vocab_size or 1000, "max_src_len": data.max_src_len,
+               "max_tgt_len": data.max_tgt_len}
+    try:
+        with torch.device("meta"):
+            build_model(model, context, options)
+    except (ValueError, TypeError) as e:
+        # point at the option the message names last (e.g. "d_model 32 is not divisible by heads 3")
+        named = [(str(e).rfind(k), k) for k in options if re.search(rf"\b{re.escape(k)}\b", str(e))]
+        key = max(named)[1] if named else "model"
+        raise ctx.fail(f"{label}.{key}", f"model '{model}' cannot be built with these options: {e}") from None
+
+
 EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir"}
-TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "decode"}
+TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid"}
 
 
 def load_experiment(path: str | Path, profile: str | None = None, only: list[str] | None = None) -> Experiment:
@@ -315,7 +364,9 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         raise ConfigError(f"{path}: TOML syntax error: {e}") from None
     for k in raw:
         if k not in TOP_KEYS:
-            raise ctx.fail(k, f"unknown section.{did_you_mean(k, TOP_KEYS)} Valid: {', '.join(sorted(TOP_KEYS))}")
+            hint = " (decoding settings go in [defaults.decode] or a run's decode.* keys)" if k == "decode" else ""
+            raise ctx.fail(f"[{k}]", f"unknown section{hint}.{did_you_mean(k, TOP_KEYS)} "
+                           f"Valid: {', '.join(sorted(TOP_KEYS))}")
     exp = raw.get("experiment", {})
     for k in exp:
         if k not in EXPERIMENT_KEYS:
@@ -327,6 +378,15 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     seeds = exp.get("seeds", [1])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ctx.fail("experiment.seeds", f"expected a non-empty list of integers, got {seeds!r}")
+    for sec in ("experiment", "defaults", "profiles", "grid"):
+        if sec in raw and not isinstance(raw[sec], dict):
+            raise ctx.fail(sec, f"[{sec}] must be a table")
+    for pname, pval in raw.get("profiles", {}).items():
+        if not isinstance(pval, dict):
+            raise ctx.fail(f"profiles.{pname}", "a profile must be a table ([profiles.NAME])")
+    for gk, gv in raw.get("grid", {}).items():
+        if not isinstance(gv, list) or not gv:
+            raise ctx.fail(f"grid.{gk}", f"a grid entry must be a non-empty list of values, got {gv!r}")
     defaults = dict(raw.get("defaults", {}))
     # experiment-level shortcuts
     if "dataset" in exp:
@@ -347,8 +407,12 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     specs: list[RunSpec] = []
     seen: set[str] = set()
     for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise ctx.fail("runs", "must be an array of tables ([[runs]])")
         if "name" not in run:
             raise ctx.fail(f"runs[{i}]", "every [[runs]] entry needs a name")
+        if not isinstance(run["name"], str) or not re.fullmatch(r"[\w.-]+", run["name"]):
+            raise ctx.fail(f"runs[{i}].name", f"{run['name']!r} must be a plain name (letters, digits, _ . -)")
         for combo in combos:
             merged = _merge(defaults, run)
             merged = _merge(merged, _unflatten(combo))

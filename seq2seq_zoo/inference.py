@@ -47,6 +47,6 @@ class Summarizer:
         ex = Encoded("input", np.asarray(self.vocab.encode(toks)), np.asarray(src_ext), oovs,
                      np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [""], text)
         cfg = dataclasses.replace(self.spec.decode, **{k: v for k, v in
-                                  {"beam_size": beam_size, "max_len": max_len}.items() if v})
+                                  {"beam_size": beam_size, "max_len": max_len}.items() if v is not None})
         ids = generate(self.model, collate([ex]), cfg)[0]
         return detokenize(self.vocab.decode(ids, oovs))

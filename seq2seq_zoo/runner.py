@@ -85,6 +85,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     out = Path(out)
     ckpt = out / "checkpoints"
     ckpt.mkdir(parents=True, exist_ok=True)
+    for tmp in list(out.glob(".*.tmp")) + list(ckpt.glob(".*.tmp")):  # left by a kill mid-write
+        tmp.unlink(missing_ok=True)
     if spec.train.threads:
         torch.set_num_threads(spec.train.threads)
     seed_everything(spec.seed)

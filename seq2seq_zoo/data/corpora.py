@@ -156,12 +156,16 @@ def gigaword(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: Read
                         "the two files must be parallel")
     for i, (s, t) in enumerate(zip(src_lines, tgt_lines), 1):
         try:
-            s, t = s.decode("utf-8"), t.decode("utf-8")
+            s = s.decode("utf-8")
+            bad = tgt_p
+            t = t.decode("utf-8")
         except UnicodeDecodeError as e:
             if on_bad == "skip":
                 stats.skip("not UTF-8")
                 continue
-            raise DataError(f"{src_p}:{i}: bytes that are not UTF-8 ({e})") from None
+            where = src_p if isinstance(s, bytes) else bad
+            raise DataError(f"{where}:{i}: bytes that are not UTF-8 ({e}); fix the file or set "
+                            "data.on_bad = \"skip\"") from None
         ex = _make(stats, src_p, i, on_bad, f"{name}-{i - 1}", s, [t])
         if ex is not None:
             out.append(ex)

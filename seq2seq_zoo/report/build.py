@@ -51,7 +51,16 @@ def _latex_escape(s: str) -> str:
 
 
 def build_report(exp_dir: str | Path) -> list[Path]:
+    """Rebuild under an experiment-level lock, so two processes finishing runs of one experiment at
+    the same time (``--only A`` / ``--only B``) cannot overwrite a newer table with an older one."""
+    import fcntl
     exp_dir = Path(exp_dir)
+    with open(exp_dir / ".report.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(exp_dir)
+
+
+def _build(exp_dir: Path) -> list[Path]:
     records = load_records(exp_dir)
     if not records:
         raise FileNotFoundError(f"{exp_dir}: no run records (*/record.json)")

@@ -146,9 +146,11 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 with autocast(device, dtype):
                     loss, stats = objective(model, batch)
                 if not torch.isfinite(loss):
+                    kept = (f"the last good checkpoint is kept in {last}" if last.exists()
+                            else "no checkpoint had been written yet")
                     raise TrainingStopped(
-                        f"non-finite loss ({float(loss)}) at epoch {st.epoch + 1}, step {st.step}; the last good "
-                        f"checkpoint is kept in {last}. Lower the learning rate or use precision = \"fp32\".")
+                        f"non-finite loss ({float(loss.detach())}) at epoch {st.epoch + 1}, step {st.step}; {kept}. "
+                        "Lower the learning rate or use train.precision = \"fp32\".")
                 scaler.scale(loss / cfg.accum_steps).backward()
                 n_tok = batch.n_tokens()
                 row["train_loss_sum"] += float(loss.detach()) * stats["tokens"]
@@ -206,6 +208,8 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             if st.epoch >= cfg.epochs or st.stopped_early:
                 st.finished = True
             save(last)
+            if interrupted["flag"]:  # even after the last update: the user asked to stop
+                raise KeyboardInterrupt
     finally:
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)

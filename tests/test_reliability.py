@@ -1,0 +1,900 @@
+"""Reliability: crash safety (SIGKILL, failed writes, Ctrl-C), bad experiment files, bad data, numerical
+faults, safe checkpoint loading, concurrent `zoo run`s, and `zoo summarize` on arbitrary input.
+
+Cost: every subprocess pays for importing torch, so the subprocess scenarios are grouped into a few
+module-scoped fixtures that run their processes side by side (one uninterrupted reference run serves the
+crash, concurrency, safe-loading and summarize tests). Everything else calls ``seq2seq_zoo.cli.main``
+in-process on the tiny corpus from conftest.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import tiny_encoded, tiny_transformer, write_dialogsum
+from seq2seq_zoo.cli import main
+from seq2seq_zoo.config import TrainConfig
+from seq2seq_zoo.data.corpora import DataError, ReadStats, load_split
+from seq2seq_zoo.train.loop import TrainingStopped, fit
+from seq2seq_zoo.train.objectives import CrossEntropy
+from seq2seq_zoo.utils import UnsafeCheckpoint, load_checkpoint
+
+CPU = torch.device("cpu")
+TIMEOUT = 300  # per subprocess; a hang fails the test instead of blocking CI
+
+# A tiny experiment: d_model 32, 2 layers, 32 training examples (8 batches of 4), 3 epochs, fp32 on one
+# thread, a checkpoint per epoch. Sections are written as tables ([defaults.train] ...).
+EXP = """\
+[experiment]
+name = "{name}"
+dataset = "dialogsum"
+metrics = ["rouge"]
+seeds = [1]
+
+[defaults]
+model = "transformer"
+d_model = 32
+d_ff = 64
+heads = 2
+layers = 2
+dropout = 0.1
+
+[defaults.data]
+max_src_len = 64
+max_tgt_len = 24
+
+[defaults.train]
+epochs = 3
+batch_size = 4
+lr = 0.002
+precision = "fp32"
+threads = 1
+
+[defaults.decode]
+beam_size = 2
+max_len = 20
+"""
+
+
+def exp_text(name: str = "rel", runs=("a",), run_extra: str = "") -> str:
+    return EXP.format(name=name) + "".join(f'\n[[runs]]\nname = "{r}"\n{run_extra}' for r in runs)
+
+
+def write_exp(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------------------ processes
+@dataclass
+class Done:
+    rc: int
+    out: str
+    err: str
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.pop("ZOO_DATA", None)
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg")
+    return env
+
+
+def zoo(*args) -> list[str]:
+    return [sys.executable, "-m", "seq2seq_zoo", *map(str, args)]
+
+
+def start(args, cwd: Path, tag: str) -> subprocess.Popen:
+    """`zoo ARGS` in the background; stdout/stderr go to files (no pipe can fill up and block it)."""
+    out, err = open(cwd / f"{tag}.out", "wb"), open(cwd / f"{tag}.err", "wb")
+    p = subprocess.Popen(zoo(*args), cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    p.tag, p.files = tag, (out, err)
+    return p
+
+
+def finish(p: subprocess.Popen, cwd: Path) -> Done:
+    try:
+        p.wait(TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    for f in p.files:
+        f.close()
+    return Done(p.returncode, (cwd / f"{p.tag}.out").read_text(errors="replace"),
+                (cwd / f"{p.tag}.err").read_text(errors="replace"))
+
+
+def run_zoo(args, cwd: Path, stdin: bytes | None = None) -> Done:
+    r = subprocess.run(zoo(*args), cwd=cwd, env=_env(), input=stdin if stdin is not None else b"",
+                       capture_output=True, timeout=TIMEOUT)
+    return Done(r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace"))
+
+
+def wait_for(cond, p: subprocess.Popen, timeout: float = TIMEOUT) -> bool:
+    """Poll ``cond()`` every 2 ms while ``p`` runs; False if ``p`` ended (or time ran out) first."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if cond():
+            return True
+        if p.poll() is not None:
+            return bool(cond())
+        time.sleep(0.002)
+    return False
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", ""])
+    p.wait()
+    return p.pid
+
+
+def tmp_files(root: Path) -> list[Path]:
+    return [p for p in Path(root).rglob("*") if p.name.endswith(".tmp")]
+
+
+def trained_anything(results: Path) -> list[Path]:
+    return [p for p in Path(results).rglob("*") if p.name == "record.json" or p.suffix == ".pt"]
+
+
+def one_line(err: str) -> str:
+    lines = [x for x in err.strip().splitlines() if x.strip()]
+    assert len(lines) == 1, f"expected one stderr line, got:\n{err}"
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def record(results: Path, exp: str = "rel", run: str = "a") -> dict:
+    return json.loads((Path(results) / exp / run / "record.json").read_text(encoding="utf-8"))
+
+
+def assert_same_result(res_a: Path, res_b: Path, exp_a="rel", run_a="a", exp_b="rel", run_b="a"):
+    """Same scores, per-epoch losses, steps, predictions and bit-identical best.pt weights."""
+    ra, rb = record(res_a, exp_a, run_a), record(res_b, exp_b, run_b)
+    assert ra["eval"]["scores"] == rb["eval"]["scores"]
+    ha, hb = ra["train"]["history"], rb["train"]["history"]
+    assert [(h["epoch"], h["step"], h["val_loss"]) for h in ha] == [(h["epoch"], h["step"], h["val_loss"]) for h in hb]
+    assert [h["train_loss"] for h in ha] == [h["train_loss"] for h in hb]
+    assert (ra["train"]["best_val_loss"], ra["train"]["best_step"], ra["train"]["steps"]) == \
+           (rb["train"]["best_val_loss"], rb["train"]["best_step"], rb["train"]["steps"])
+    pa = (Path(res_a) / exp_a / run_a / "predictions.jsonl").read_text(encoding="utf-8")
+    pb = (Path(res_b) / exp_b / run_b / "predictions.jsonl").read_text(encoding="utf-8")
+    assert pa == pb
+    ma = torch.load(Path(res_a) / exp_a / run_a / "checkpoints" / "best.pt", weights_only=True)["model"]
+    mb = torch.load(Path(res_b) / exp_b / run_b / "checkpoints" / "best.pt", weights_only=True)["model"]
+    assert ma.keys() == mb.keys()
+    for k in ma:
+        assert torch.equal(ma[k], mb[k]), k
+
+
+# ------------------------------------------------------------------------------------- shared fixtures
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The tiny corpus (32 train, 4 dev, 3 test) and the experiment file `rel` with one run `a`."""
+    tmp = tmp_path_factory.mktemp("reliability")
+    data = write_dialogsum(tmp / "data", n_train=32, n_dev=4, n_test=3)
+    toml = write_exp(tmp / "rel.toml", exp_text("rel", ["a"]))
+    return tmp, data, toml
+
+
+@pytest.fixture(scope="module")
+def fleet(corpus):
+    """Runs side by side, all into one results folder R:
+    - `rel` (the uninterrupted reference run every other test compares with);
+    - `beta --only A` and `beta --only B` (a different experiment with the same settings; B's folder
+      holds a stale lock left by a dead process);
+    - `rel` started a second time (in this process) while the first holds its lock; the first is paused
+      with SIGSTOP meanwhile, so it is certainly still running."""
+    tmp, data, toml = corpus
+    R = tmp / "R"
+    beta = write_exp(tmp / "beta.toml", exp_text("beta", ["A", "B"]))
+    stale = dead_pid()
+    (R / "beta" / "B").mkdir(parents=True)
+    (R / "beta" / "B" / ".lock").write_text(str(stale))
+    common = ["--results", R, "--no-progress", "--data-dir", data]
+    ref = start(["run", toml, *common], tmp, "ref")
+    pa = start(["run", beta, "--only", "A", *common], tmp, "betaA")
+    pb = start(["run", beta, "--only", "B", *common], tmp, "betaB")
+    lock = R / "rel" / "a" / ".lock"
+    got_lock = wait_for(lambda: lock.is_file() and lock.read_text().strip() == str(ref.pid), ref)
+    dup = None
+    if got_lock:
+        ref.send_signal(signal.SIGSTOP)
+        try:
+            dup = main_captured(["run", toml, *common])
+        finally:
+            ref.send_signal(signal.SIGCONT)
+    return dict(R=R, data=data, toml=toml, beta=beta, stale_pid=stale, ref_pid=ref.pid, got_lock=got_lock,
+                ref=finish(ref, tmp), A=finish(pa, tmp), B=finish(pb, tmp), dup=dup)
+
+
+def main_captured(args) -> Done:
+    """`zoo ARGS` in this process with its output captured (module-scoped fixtures have no capsys)."""
+    out, err = io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main([str(a) for a in args])
+    torch.set_num_threads(threads)
+    return Done(rc, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def ref_results(fleet):
+    assert fleet["ref"].rc == 0, fleet["ref"].err
+    return fleet["R"]
+
+
+def _file_id(p: Path):
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+@pytest.fixture(scope="module")
+def crash_chain(corpus):
+    """One run interrupted three times, each time continued with `zoo run --resume`:
+    P1  SIGKILL before any checkpoint (as soon as checkpoints/spec.json is written: model build / epoch 1);
+    P2  --resume, Ctrl-C (SIGINT) as soon as the first per-epoch checkpoint last.pt appears (mid-training);
+    P3  --resume, SIGKILL as soon as the next checkpoint replaces last.pt (end of epoch 2);
+    P4  --resume to the end: its results must equal the uninterrupted reference run's."""
+    tmp, data, toml = corpus
+    R = tmp / "R_crash"
+    run_dir = R / "rel" / "a"
+    ck = run_dir / "checkpoints"
+    last = ck / "last.pt"
+    args = ["run", toml, "--results", R, "--no-progress", "--data-dir", data]
+
+    def stage(tag, extra, trigger, sig):
+        p = start(args + extra, tmp, tag)
+        hit = wait_for(trigger, p)
+        if hit:
+            p.send_signal(sig)
+        at_signal = last.is_file()
+        done = finish(p, tmp)
+        lock = run_dir / ".lock"
+        return dict(pid=p.pid, hit=hit, last_at_signal=at_signal, done=done,
+                    lock_after=lock.read_text().strip() if lock.is_file() else None,
+                    record_after=(run_dir / "record.json").exists(),
+                    loop=torch.load(last, weights_only=True)["loop"] if last.is_file() else None)
+
+    out = {"R": R}
+    out["P1"] = stage("P1", [], lambda: (ck / "spec.json").is_file(), signal.SIGKILL)
+    out["P2"] = stage("P2", ["--resume"], last.is_file, signal.SIGINT)
+    before = _file_id(last)
+    out["P3"] = stage("P3", ["--resume"], lambda: _file_id(last) not in (before, None), signal.SIGKILL)
+    out["P4"] = run_zoo(args + ["--resume"], tmp)
+    return out
+
+
+# ===================================================================================== 1. crash safety
+@pytest.mark.slow
+def test_sigkill_before_any_checkpoint_then_resume_still_works(crash_chain, ref_results):
+    s = crash_chain["P1"]
+    assert s["hit"], s["done"].err
+    assert s["done"].rc == -signal.SIGKILL
+    assert not s["last_at_signal"], "killed too late for this scenario"
+    # the killed process could not remove its lock: a stale lock of a dead pid, which --resume takes over
+    assert s["lock_after"] == str(s["pid"])
+    assert crash_chain["P2"]["hit"], ("the resumed run never reached a checkpoint", crash_chain["P2"]["done"].err)
+    p4 = crash_chain["P4"]
+    assert p4.rc == 0, p4.err
+    assert_same_result(ref_results, crash_chain["R"])
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_130_says_how_to_resume_and_resume_matches(crash_chain, ref_results):
+    s = crash_chain["P2"]
+    assert s["hit"], s["done"].err
+    d = s["done"]
+    assert d.rc == 130, (d.rc, d.err)
+    assert "--resume" in d.err and "Traceback" not in d.err
+    assert s["loop"] is not None and not s["loop"]["finished"], "Ctrl-C must stop training, with a checkpoint"
+    assert not s["record_after"]
+    assert s["lock_after"] is None  # a clean exit releases the run folder
+    p3 = crash_chain["P3"]
+    assert p3["hit"] and "resumed from" in p3["done"].out, p3["done"].err  # continued from that checkpoint
+    p4 = crash_chain["P4"]
+    assert p4.rc == 0, p4.err
+    assert_same_result(ref_results, crash_chain["R"])
+    # README: Ctrl-C "prints the command to resume": the hint names the experiment file, not just the flag
+    assert "rel.toml" in d.err and "--resume" in d.err, d.err
+
+
+@pytest.mark.slow
+def test_sigkill_after_checkpoint_then_resume_equals_uninterrupted_run(crash_chain, ref_results):
+    s = crash_chain["P3"]
+    assert s["hit"], s["done"].err
+    assert s["done"].rc == -signal.SIGKILL
+    assert not s["record_after"]
+    assert s["loop"] is not None and s["loop"]["epoch"] == 2 and not s["loop"]["finished"], s["loop"]
+    p4 = crash_chain["P4"]
+    assert p4.rc == 0, p4.err
+    assert "resumed from" in p4.out
+    assert not (crash_chain["R"] / "rel" / "a" / ".lock").exists()
+    assert_same_result(ref_results, crash_chain["R"])
+
+
+def test_ctrl_c_in_the_last_training_batch_is_not_swallowed(corpus, tmp_path, monkeypatch, capsys):
+    """Ctrl-C during the final update must still stop the command (exit 130, checkpoint kept), not go on
+    to decode and evaluate as if nothing had been pressed."""
+    tmp, data, toml = corpus
+    orig = CrossEntropy.__call__
+    calls = {"n": 0}
+
+    def objective(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == 24:  # 3 epochs x 8 batches: the last training batch
+            os.kill(os.getpid(), signal.SIGINT)
+        return orig(self, model, batch)
+
+    monkeypatch.setattr(CrossEntropy, "__call__", objective)
+    R = tmp_path / "R"
+    rc = main(["run", str(toml), "--results", str(R), "--no-progress", "--data-dir", str(data)])
+    err = capsys.readouterr().err
+    assert calls["n"] == 24
+    assert rc == 130, "Ctrl-C in the last batch was ignored: the run went on to decoding"
+    assert "--resume" in err
+    assert (R / "rel" / "a" / "checkpoints" / "last.pt").is_file()
+    assert not (R / "rel" / "a" / "record.json").exists()
+
+
+# --------------------------------------------------------------------------------- 1b. atomic writes
+class _HalfWriter:
+    """A file object whose write() writes half of the data and then fails (disk full, or Ctrl-C)."""
+
+    def __init__(self, f, exc):
+        self.f, self.exc = f, exc
+
+    def write(self, data):
+        self.f.write(data[: len(data) // 2])
+        self.f.flush()
+        raise self.exc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.f.close()
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def _write_with(kind: str, path: Path):
+    from seq2seq_zoo import results, utils
+    payload = {"big": "x" * 50_000, "n": 1}
+    if kind == "bytes":
+        utils.atomic_write_bytes(path, b"new" * 20_000)
+    elif kind == "text":
+        utils.atomic_write_text(path, "new" * 20_000)
+    elif kind == "json":
+        utils.atomic_write_json(path, payload)
+    elif kind == "torch":
+        utils.atomic_torch_save({"w": torch.ones(10_000)}, path)
+    elif kind == "record":
+        results.write_record(path.parent, payload)
+    elif kind == "predictions":
+        results.write_predictions(path.parent, [{"id": str(i), "prediction": "p" * 100, "references": ["r"]}
+                                                for i in range(500)])
+
+
+_TARGET = {"bytes": "f.bin", "text": "f.txt", "json": "f.json", "torch": "f.pt", "record": "record.json",
+           "predictions": "predictions.jsonl"}
+
+
+@pytest.mark.parametrize("exc", [OSError(28, "No space left on device"), KeyboardInterrupt()],
+                         ids=["disk-full", "ctrl-c"])
+@pytest.mark.parametrize("where", ["write", "fsync", "replace"])
+@pytest.mark.parametrize("kind", list(_TARGET))
+def test_failed_atomic_write_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch, kind, where, exc):
+    path = tmp_path / _TARGET[kind]
+    path.write_bytes(b"old content")
+    if where == "write":
+        real = os.fdopen
+        monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: _HalfWriter(real(fd, *a, **k), exc))
+    else:
+        def boom(*a, **k):
+            raise exc
+        monkeypatch.setattr(os, where, boom)
+    with pytest.raises(type(exc)):
+        _write_with(kind, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == b"old content"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name], "a temporary file was left behind"
+
+
+def test_failed_first_write_creates_nothing(tmp_path, monkeypatch):
+    from seq2seq_zoo.utils import atomic_write_json
+    real = os.fdopen
+    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: _HalfWriter(real(fd, *a, **k), OSError(5, "I/O error")))
+    with pytest.raises(OSError):
+        atomic_write_json(tmp_path / "sub" / "new.json", {"a": "b" * 1000})
+    monkeypatch.undo()
+    assert list((tmp_path / "sub").iterdir()) == []
+
+
+@pytest.mark.slow
+def test_no_partial_or_temporary_files_after_runs(fleet, ref_results):
+    assert tmp_files(ref_results) == []
+    for rec in ref_results.glob("*/*/record.json"):
+        json.loads(rec.read_text(encoding="utf-8"))
+    for pred in ref_results.glob("*/*/predictions.jsonl"):
+        rows = [json.loads(x) for x in pred.read_text(encoding="utf-8").splitlines()]
+        assert len(rows) == 3
+    for t in ("table.md", "table.csv", "table.tex", "README.md"):
+        assert (ref_results / "rel" / t).stat().st_size > 0
+
+
+# =========================================================================== 2. bad experiment files
+def _append(extra):
+    return lambda t: t + extra
+
+
+def _sub(old, new):
+    def f(t):
+        assert old in t, old
+        return t.replace(old, new, 1)
+    return f
+
+
+# (id, make the bad text from the good one, key the message must name, words it must contain (a tuple =
+#  any of them), text of the offending line (its last occurrence) or None)
+BAD_FILES = [
+    ("toml-syntax", _sub("d_model = 32", "d_model = = 32"), None, [("syntax", "TOML")], "d_model = = 32"),
+    ("unknown-top-level-section", _append("\n[experimnt]\nx = 1\n"), "experimnt", ["unknown", "'experiment'"],
+     "[experimnt]"),
+    ("top-level-decode-section", _append("\n[decode]\nbeam_size = 8\n"), "decode", ["unknown"], "[decode]"),
+    ("unknown-experiment-key", _sub("seeds = [1]", "seed = [1]"), "seed", ["unknown", "'seeds'"], "seed = [1]"),
+    ("unknown-defaults-train-key", _sub("epochs = 3", "epoch = 3"), "epoch", ["unknown", "'epochs'"], "epoch = 3"),
+    ("unknown-run-key", _append("d_modle = 32\n"), "d_modle", ["'d_model'"], "d_modle = 32"),
+    ("unknown-model", _sub('model = "transformer"', 'model = "transformr"'), "model",
+     ["transformr", "'transformer'"], 'model = "transformr"'),
+    ("unknown-dataset", _sub('dataset = "dialogsum"', 'dataset = "dialogsun"'), "dataset",
+     ["dialogsun", "'dialogsum'"], 'dataset = "dialogsun"'),
+    ("unknown-metric", _sub('metrics = ["rouge"]', 'metrics = ["rouge", "rogue"]'), "metrics",
+     ["rogue", "'rouge'"], "metrics ="),
+    ("unknown-schedule", _sub("lr = 0.002", 'lr = 0.002\nschedule = "nom"'), "schedule", ["nom", "'noam'"],
+     'schedule = "nom"'),
+    ("wrong-type-str-for-int", _sub("epochs = 3", 'epochs = "3"'), "epochs", ["int", "str"], 'epochs = "3"'),
+    ("wrong-type-float-model-option", _sub("d_model = 32", "d_model = 32.5"), "d_model", ["int", "32.5"],
+     "d_model = 32.5"),
+    ("wrong-type-run-name", _sub('name = "a"', "name = 3"), "name", [("str", "string", "name")], "name = 3"),
+    ("wrong-type-grid-not-a-list", _append("\n[grid]\nd_model = 32\n"), "d_model", ["grid", "list"],
+     "d_model = 32\n"),
+    ("negative-lr", _sub("lr = 0.002", "lr = -0.002"), "lr", ["-0.002"], "lr = -0.002"),
+    ("infinite-lr", _sub("lr = 0.002", "lr = inf"), "lr", ["inf"], "lr = inf"),
+    ("beam-size-0", _sub("beam_size = 2", "beam_size = 0"), "beam_size", [(">= 1", "> 0", "positive")],
+     "beam_size = 0"),
+    ("dropout-1.5", _sub("dropout = 0.1", "dropout = 1.5"), "dropout", ["1.5"], "dropout = 1.5"),
+    ("decode-max-len-0", _sub("max_len = 20", "max_len = 0"), "max_len", [(">= 1", "> 0", "positive")],
+     "max_len = 0"),
+    ("max-src-len-0", _sub("max_src_len = 64", "max_src_len = 0"), "max_src_len", [(">= 1", "> 0", "positive")],
+     "max_src_len = 0"),
+    ("heads-do-not-divide-d_model", _sub("heads = 2", "heads = 3"), "heads", ["d_model"], "heads = 3"),
+    ("duplicate-run-names", lambda t: t + '\n[[runs]]\nname = "a"\n', "name", ["duplicate", "'a'"], 'name = "a"'),
+]
+
+
+def _line_no(text: str, needle: str) -> int:
+    i = text.rfind(needle)
+    assert i >= 0, needle
+    return text.count("\n", 0, i) + 1
+
+
+@pytest.mark.parametrize("make,key,words,line_text", [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES])
+def test_bad_experiment_file_exit_2_one_line_before_training(corpus, tmp_path, capsys, make, key, words,
+                                                             line_text):
+    tmp, data, _ = corpus
+    text = make(exp_text("cfg", ["a"]))
+    path = write_exp(tmp_path / "bad.toml", text)
+    R = tmp_path / "R"
+    rc = main(["run", str(path), "--results", str(R), "--no-progress", "--data-dir", str(data)])
+    cap = capsys.readouterr()
+    assert rc == 2, cap.err
+    msg = one_line(cap.err)
+    assert str(path) in msg
+    if key:
+        assert key in msg
+    for w in words:
+        alts = w if isinstance(w, tuple) else (w,)
+        assert any(a in msg for a in alts), (w, msg)
+    if line_text:
+        n = _line_no(text, line_text)
+        assert f"{path}:{n}:" in msg or f"line {n}," in msg or f"line {n})" in msg, (n, msg)
+    assert trained_anything(R) == []
+
+
+def test_debug_shows_the_traceback(corpus, tmp_path):
+    from seq2seq_zoo.config import ConfigError
+    tmp, data, _ = corpus
+    path = write_exp(tmp_path / "bad.toml", exp_text("cfg").replace('"transformer"', '"transformr"'))
+    with pytest.raises(ConfigError, match="transformr"):  # raised, so Python prints the traceback
+        main(["run", str(path), "--results", str(tmp_path / "R"), "--data-dir", str(data), "--debug"])
+    assert trained_anything(tmp_path / "R") == []
+
+
+# ============================================================================================ 3. data
+def _append_lines(data_root: Path, name: str, lines: list[bytes]) -> tuple[Path, int]:
+    """Append raw lines to dialogsum.<name>.jsonl; returns the file and the first new line's number."""
+    p = data_root / "dialogsum" / f"dialogsum.{name}.jsonl"
+    old = p.read_bytes()
+    p.write_bytes(old + b"".join(x + b"\n" for x in lines))
+    return p, old.count(b"\n") + 1
+
+
+def _row(dialogue="#Person1#: hi there.\n#Person2#: hello.", summary="they greet.", fname="extra"):
+    return json.dumps({"fname": fname, "dialogue": dialogue, "summary": summary}).encode()
+
+
+NON_UTF8 = b'{"fname": "bad", "dialogue": "#Person1#: caf\xe9 \xff\xfe ok", "summary": "s"}'
+
+
+def test_malformed_json_line_names_file_and_line(tmp_path, capsys):
+    root = write_dialogsum(tmp_path / "data", n_train=8)
+    p, n = _append_lines(root, "train", [b'{"fname": "x", "dialogue": "hi", "summary": '])
+    with pytest.raises(DataError) as e:
+        load_split("dialogsum", root, "train")
+    assert f"{p}:{n}" in str(e.value)
+    st = ReadStats()
+    assert len(load_split("dialogsum", root, "train", "skip", st)) == 8 and sum(st.skipped.values()) == 1
+    # through the CLI
+    toml = write_exp(tmp_path / "e.toml", exp_text("d"))
+    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
+    assert rc == 2
+    assert f"{p}:{n}" in one_line(capsys.readouterr().err)
+    assert trained_anything(tmp_path / "R") == []
+
+
+def test_missing_field_names_file_line_and_field(tmp_path, capsys):
+    root = write_dialogsum(tmp_path / "data", n_train=8)
+    p, n = _append_lines(root, "train", [json.dumps({"fname": "x", "dialogue": "#Person1#: hi."}).encode()])
+    with pytest.raises(DataError) as e:
+        load_split("dialogsum", root, "train")
+    assert f"{p}:{n}" in str(e.value) and "summary" in str(e.value)
+    toml = write_exp(tmp_path / "e.toml", exp_text("d"))
+    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
+    assert rc == 2
+    msg = one_line(capsys.readouterr().err)
+    assert f"{p}:{n}" in msg and "summary" in msg
+    assert trained_anything(tmp_path / "R") == []
+
+
+@pytest.mark.parametrize("bad", ["dialogue", "summary"])
+def test_empty_dialogue_or_summary_skipped_by_default_error_with_on_bad_error(tmp_path, capsys, bad):
+    root = write_dialogsum(tmp_path / "data", n_train=8)
+    row = _row(dialogue="   " if bad == "dialogue" else "#Person1#: hi.", summary="" if bad == "summary" else "s")
+    p, n = _append_lines(root, "train", [row])
+    st = ReadStats()
+    assert len(load_split("dialogsum", root, "train", stats=st)) == 8
+    assert sum(st.skipped.values()) == 1
+    with pytest.raises(DataError) as e:
+        load_split("dialogsum", root, "train", "error")
+    assert f"{p}:{n}" in str(e.value)
+    toml = write_exp(tmp_path / "e.toml", exp_text("d", run_extra='data.on_bad = "error"\n'))
+    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
+    assert rc == 2
+    assert f"{p}:{n}" in one_line(capsys.readouterr().err)
+    assert trained_anything(tmp_path / "R") == []
+
+
+def test_non_utf8_bytes_error_names_file_line_or_skipped_with_skip(tmp_path, capsys):
+    root = write_dialogsum(tmp_path / "data", n_train=8)
+    p, n = _append_lines(root, "train", [NON_UTF8])
+    with pytest.raises(DataError) as e:
+        load_split("dialogsum", root, "train")
+    assert f"{p}:{n}" in str(e.value)
+    st = ReadStats()
+    assert len(load_split("dialogsum", root, "train", "skip", st)) == 8 and sum(st.skipped.values()) == 1
+    toml = write_exp(tmp_path / "e.toml", exp_text("d"))
+    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
+    assert rc == 2
+    assert f"{p}:{n}" in one_line(capsys.readouterr().err)
+    assert trained_anything(tmp_path / "R") == []
+
+
+def test_gigaword_non_utf8_names_the_file_that_holds_the_bytes(tmp_path):
+    d = tmp_path / "gigaword"
+    d.mkdir()
+    (d / "train.article.txt").write_bytes(b"an article .\nanother article .\n")
+    (d / "train.title.txt").write_bytes(b"a title\nbad \xff title\n")
+    with pytest.raises(DataError) as e:
+        load_split("gigaword", tmp_path, "train")
+    assert f"{d / 'train.title.txt'}:2" in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def messy_runs(corpus, tmp_path_factory):
+    """Two in-process `zoo run`s on corpora with bad rows:
+    default policy: an empty dialogue and an empty summary in train, plus a 1 MB single-line dialogue in
+    train and test; on_bad = "skip": a non-UTF-8 line and a malformed line in train."""
+    tmp = tmp_path_factory.mktemp("messy")
+    huge = "#Person1#: " + ("hello amy I want to buy a red car. " * 30_000)[:1_000_000]
+    d1 = write_dialogsum(tmp / "d1", n_train=32, n_dev=4, n_test=3)
+    _append_lines(d1, "train", [_row(dialogue="", fname="e1"), _row(summary=" ", fname="e2"),
+                                _row(dialogue=huge, summary="amy buys a red car.", fname="huge")])
+    _append_lines(d1, "test", [json.dumps({"fname": "huge_test", "dialogue": huge, "summary1": "a car.",
+                                           "summary2": "a red car.", "summary3": "car."}).encode()])
+    d2 = write_dialogsum(tmp / "d2", n_train=32, n_dev=4, n_test=3)
+    _append_lines(d2, "train", [NON_UTF8, b"{not json"])
+    out = {}
+    threads = torch.get_num_threads()
+    for tag, data, extra in (("default", d1, ""), ("skip", d2, 'data.on_bad = "skip"\n')):
+        toml = write_exp(tmp / f"{tag}.toml", exp_text(f"messy_{tag}", ["a"], run_extra=extra))
+        R = tmp / f"R_{tag}"
+        rc = main(["run", str(toml), "--results", str(R), "--no-progress", "--data-dir", str(data)])
+        out[tag] = (rc, R)
+    torch.set_num_threads(threads)
+    return out
+
+
+def test_empty_rows_skipped_and_counted_in_record(messy_runs):
+    rc, R = messy_runs["default"]
+    assert rc == 0
+    rec = record(R, "messy_default")
+    assert rec["data"]["sizes"]["train"] == 33
+    skipped = rec["data"]["skipped"]
+    assert sum(skipped["train"].values()) == 2, skipped
+
+
+def test_non_utf8_and_malformed_lines_skipped_and_counted_with_on_bad_skip(messy_runs):
+    rc, R = messy_runs["skip"]
+    assert rc == 0
+    rec = record(R, "messy_skip")
+    assert rec["data"]["sizes"]["train"] == 32
+    assert sum(rec["data"]["skipped"]["train"].values()) == 2, rec["data"]["skipped"]
+
+
+def test_one_megabyte_single_line_dialogue_trains_truncated(messy_runs):
+    rc, R = messy_runs["default"]
+    assert rc == 0
+    rec = record(R, "messy_default")
+    assert rec["status"] == "done" and rec["data"]["sizes"]["test"] == 4
+    assert rec["data"]["src_tokens_mean"] <= 64
+    rows = [json.loads(x) for x in (R / "messy_default" / "a" / "predictions.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows][-1] == "huge_test" and isinstance(rows[-1]["prediction"], str)
+    assert all(h["train_loss"] == h["train_loss"] for h in rec["train"]["history"])  # not NaN
+
+
+def test_missing_data_directory_says_where_it_looked_and_how_to_get_it(corpus, tmp_path, capsys):
+    _, _, toml = corpus
+    missing = tmp_path / "nowhere"
+    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(missing)])
+    assert rc == 2
+    msg = one_line(capsys.readouterr().err)
+    assert str(missing / "dialogsum") in msg and "zoo data download" in msg
+    assert trained_anything(tmp_path / "R") == []
+
+
+# ============================================================================= 4. numerical faults
+def _poison_objective(monkeypatch, from_call: int, value: float, snapshot: dict, ckpt: Path):
+    """From the ``from_call``-th training objective call on, the loss becomes ``value`` (NaN or inf);
+    at that moment the checkpoints on disk are copied into ``snapshot``."""
+    orig = CrossEntropy.__call__
+    calls = {"n": 0}
+
+    def objective(self, model, batch):
+        loss, stats = orig(self, model, batch)
+        calls["n"] += 1
+        if calls["n"] >= from_call:
+            if not snapshot:
+                snapshot.update({f: (ckpt / f).read_bytes() for f in ("last.pt", "best.pt")})
+            loss = loss * value
+        return loss, stats
+
+    monkeypatch.setattr(CrossEntropy, "__call__", objective)
+    return calls
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_non_finite_loss_in_second_epoch_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch, value):
+    vocab, data = tiny_encoded(8)
+    model = tiny_transformer(len(vocab), seed=0, max_src_len=64, max_tgt_len=24).train()
+    snap: dict = {}
+    calls = _poison_objective(monkeypatch, 3, value, snap, tmp_path)  # 2 batches per epoch: call 3 = epoch 2
+    cfg = TrainConfig(epochs=3, batch_size=4, lr=1e-3, precision="fp32")
+    with pytest.raises(TrainingStopped) as e:
+        fit(model, data, data[:4], cfg, seed=0, ckpt_dir=tmp_path, device=CPU, progress=False, log=lambda s: None)
+    assert calls["n"] == 3
+    assert "non-finite" in str(e.value) and str(tmp_path / "last.pt") in str(e.value)
+    assert snap and (tmp_path / "last.pt").read_bytes() == snap["last.pt"]
+    assert (tmp_path / "best.pt").read_bytes() == snap["best.pt"]
+    loop = load_checkpoint(tmp_path / "last.pt")["loop"]
+    assert loop["epoch"] == 1 and not loop["finished"]
+
+
+def test_non_finite_loss_via_cli_exit_2_mentions_checkpoint_and_keeps_it(corpus, tmp_path, monkeypatch, capsys):
+    tmp, data, toml = corpus
+    R = tmp_path / "R"
+    ck = R / "rel" / "a" / "checkpoints"
+    snap: dict = {}
+    _poison_objective(monkeypatch, 9, float("nan"), snap, ck)  # 8 batches per epoch: call 9 = epoch 2
+    rc = main(["run", str(toml), "--results", str(R), "--no-progress", "--data-dir", str(data)])
+    msg = one_line(capsys.readouterr().err)
+    assert rc == 2
+    assert "non-finite" in msg and str(ck / "last.pt") in msg
+    assert snap and (ck / "last.pt").read_bytes() == snap["last.pt"] and (ck / "best.pt").read_bytes() == snap["best.pt"]
+    assert not (R / "rel" / "a" / "record.json").exists()
+    assert not (R / "rel" / "a" / ".lock").exists()
+
+
+# ================================================================================= 5. safe loading
+class _SystemPayload:
+    def __init__(self, cmd):
+        self.cmd = cmd
+
+    def __reduce__(self):
+        return (os.system, (self.cmd,))
+
+
+class _ExecPayload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (builtins.exec, (f"open({str(self.marker)!r}, 'w').write('pwned')",))
+
+
+def _poison(path: Path, marker: Path, how: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = _SystemPayload(f"touch '{marker}'") if how == "system" else _ExecPayload(marker)
+    obj = {"model": {"w": torch.zeros(2)}, "loop": {"epoch": 0}, "extra": payload}
+    if how == "raw-pickle":
+        import pickle
+        with open(path, "wb") as f:
+            pickle.dump(obj, f)
+    else:
+        torch.save(obj, path)
+    return path
+
+
+def test_poisoned_payload_is_live(tmp_path):
+    """Control: the payload really runs when loaded unsafely, so the refusals below mean something."""
+    marker = tmp_path / "marker"
+    p = _poison(tmp_path / "ck.pt", marker, "exec")
+    torch.load(p, weights_only=False)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("how", ["system", "exec", "raw-pickle"])
+def test_load_checkpoint_refuses_code_payload(tmp_path, how):
+    marker = tmp_path / "marker"
+    p = _poison(tmp_path / "ck.pt", marker, how)
+    with pytest.raises(UnsafeCheckpoint) as e:
+        load_checkpoint(p)
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+    assert not marker.exists(), "the pickled payload ran"
+
+
+def _copy_run(src: Path, dst: Path) -> Path:
+    (dst / "checkpoints").mkdir(parents=True)
+    for f in ("spec.json", "vocab.json"):
+        (dst / "checkpoints" / f).write_bytes((src / "checkpoints" / f).read_bytes())
+    return dst
+
+
+@pytest.mark.slow
+def test_summarize_refuses_poisoned_best_checkpoint(ref_results, tmp_path, capsys):
+    run = _copy_run(ref_results / "rel" / "a", tmp_path / "run")
+    marker = tmp_path / "marker"
+    _poison(run / "checkpoints" / "best.pt", marker, "system")
+    f = tmp_path / "in.txt"
+    f.write_text("#Person1#: Hello Amy, I want to buy a red car.")
+    rc = main(["summarize", str(run), "--file", str(f)])
+    msg = one_line(capsys.readouterr().err)
+    assert rc == 2 and "best.pt" in msg
+    assert not marker.exists()
+
+
+def test_resume_refuses_poisoned_last_checkpoint(corpus, tmp_path, capsys):
+    _, data, toml = corpus
+    R = tmp_path / "R"
+    marker = tmp_path / "marker"
+    last = _poison(R / "rel" / "a" / "checkpoints" / "last.pt", marker, "exec")
+    rc = main(["run", str(toml), "--results", str(R), "--no-progress", "--data-dir", str(data), "--resume"])
+    msg = one_line(capsys.readouterr().err)
+    assert rc == 2 and str(last) in msg
+    assert not marker.exists()
+    assert not (R / "rel" / "a" / "record.json").exists()
+
+
+@pytest.mark.slow
+def test_run_config_and_vocabulary_are_json_beside_the_weights(ref_results):
+    from seq2seq_zoo.config import RunSpec
+    ck = ref_results / "rel" / "a" / "checkpoints"
+    spec = json.loads((ck / "spec.json").read_text(encoding="utf-8"))
+    vocab = json.loads((ck / "vocab.json").read_text(encoding="utf-8"))
+    assert RunSpec.from_dict(spec).model_options["d_model"] == 32
+    assert vocab["itos"][:4] == ["<pad>", "<unk>", "<bos>", "<eos>"]
+    assert len(vocab["itos"]) == record(ref_results)["data"]["vocab_size"]
+    for f in ("best.pt", "last.pt"):  # the run's own checkpoints load with tensors-only unpickling
+        assert set(load_checkpoint(ck / f)) >= {"model", "loop"}
+
+
+# =================================================================================== 6. concurrency
+@pytest.mark.slow
+def test_two_experiments_at_once_both_finish_with_correct_records(fleet, ref_results):
+    for k in ("A", "B"):
+        assert fleet[k].rc == 0, fleet[k].err
+    r = record(ref_results, "rel", "a")
+    assert (r["experiment"], r["run"], r["status"]) == ("rel", "a", "done")
+    for run in ("A", "B"):
+        rb = record(ref_results, "beta", run)
+        assert (rb["experiment"], rb["run"], rb["status"]) == ("beta", run, "done")
+        # same settings and seed as rel/a: identical results, whatever ran beside them
+        assert_same_result(ref_results, ref_results, exp_b="beta", run_b=run)
+
+
+@pytest.mark.slow
+def test_same_experiment_started_twice_is_refused_with_pid(fleet, ref_results):
+    assert fleet["got_lock"]
+    dup = fleet["dup"]
+    assert dup.rc == 2, (dup.rc, dup.out, dup.err)
+    msg = one_line(dup.err)
+    assert "in use" in msg and str(fleet["ref_pid"]) in msg
+    assert not (ref_results / "rel" / "a" / ".lock").exists()
+
+
+@pytest.mark.slow
+def test_stale_lock_of_dead_process_is_taken_over(fleet, ref_results):
+    assert fleet["B"].rc == 0, fleet["B"].err
+    assert record(ref_results, "beta", "B")["status"] == "done"
+    assert not (ref_results / "beta" / "B" / ".lock").exists()
+
+
+@pytest.mark.slow
+def test_only_a_and_only_b_of_one_experiment_run_concurrently(fleet, ref_results, capsys):
+    assert fleet["A"].rc == 0 and fleet["B"].rc == 0, (fleet["A"].err, fleet["B"].err)
+    assert not list((ref_results / "beta").glob("*/.lock"))
+    assert main(["report", "beta", "--results", str(ref_results)]) == 0
+    csv = (ref_results / "beta" / "table.csv").read_text(encoding="utf-8")
+    assert "\nA," in csv and "\nB," in csv
+
+
+# ============================================================================ 7. summarize on stdin
+def _words(n: int) -> bytes:
+    rng = random.Random(0)
+    pool = ["#Person1#:", "#Person2#:", "hello", "amy", "buy", "red", "car", "shop", "the", "a", "zyzzyva", "."]
+    return " ".join(rng.choice(pool) for _ in range(n)).encode()
+
+
+STDIN = {"empty": b"", "emoji": "😀🎉🔥🙂👍🏽 🚗🛒".encode() * 20, "100k-words": _words(100_000),
+         "binary-garbage": random.Random(1).randbytes(64_000)}
+
+
+@pytest.fixture(scope="module")
+def summaries(ref_results):
+    """`zoo summarize RUN_DIR` on each STDIN case, as subprocesses side by side."""
+    run = ref_results / "rel" / "a"
+    with ThreadPoolExecutor(len(STDIN)) as ex:
+        futs = {k: ex.submit(run_zoo, ["summarize", run], ref_results, v) for k, v in STDIN.items()}
+        return {k: f.result() for k, f in futs.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(STDIN))
+def test_summarize_arbitrary_stdin_summary_or_clear_error(summaries, case):
+    r = summaries[case]
+    assert "Traceback" not in r.err, r.err
+    assert r.rc in (0, 2), (r.rc, r.err)
+    if case == "empty":
+        assert r.rc == 2 and "empty" in r.err
+    if r.rc == 0:
+        lines = [x for x in r.out.splitlines() if x.strip()]
+        assert len(lines) == 1, r.out
+    else:
+        assert one_line(r.err).startswith("zoo summarize: error:")

@@ -544,6 +544,16 @@ def _row(dialogue="#Person1#: hi there.\n#Person2#: hello.", summary="they greet
 NON_UTF8 = b'{"fname": "bad", "dialogue": "#Person1#: caf\xe9 \xff\xfe ok", "summary": "s"}'
 
 
+
+def assert_cli_rejects_data(tmp_path, root, capsys, needles, run_extra=""):
+    """`zoo run` on corpus ``root`` exits 2 with one stderr line holding every needle, training nothing."""
+    toml = write_exp(tmp_path / "e.toml", exp_text("d", run_extra=run_extra))
+    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
+    assert rc == 2
+    msg = one_line(capsys.readouterr().err)
+    assert all(nd in msg for nd in needles), msg
+    assert trained_anything(tmp_path / "R") == []
+
 def test_malformed_json_line_names_file_and_line(tmp_path, capsys):
     root = write_dialogsum(tmp_path / "data", n_train=8)
     p, n = _append_lines(root, "train", [b'{"fname": "x", "dialogue": "hi", "summary": '])
@@ -553,11 +563,7 @@ def test_malformed_json_line_names_file_and_line(tmp_path, capsys):
     st = ReadStats()
     assert len(load_split("dialogsum", root, "train", "skip", st)) == 8 and sum(st.skipped.values()) == 1
     # through the CLI
-    toml = write_exp(tmp_path / "e.toml", exp_text("d"))
-    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
-    assert rc == 2
-    assert f"{p}:{n}" in one_line(capsys.readouterr().err)
-    assert trained_anything(tmp_path / "R") == []
+    assert_cli_rejects_data(tmp_path, root, capsys, [f"{p}:{n}"])
 
 
 def test_missing_field_names_file_line_and_field(tmp_path, capsys):
@@ -566,12 +572,7 @@ def test_missing_field_names_file_line_and_field(tmp_path, capsys):
     with pytest.raises(DataError) as e:
         load_split("dialogsum", root, "train")
     assert f"{p}:{n}" in str(e.value) and "summary" in str(e.value)
-    toml = write_exp(tmp_path / "e.toml", exp_text("d"))
-    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
-    assert rc == 2
-    msg = one_line(capsys.readouterr().err)
-    assert f"{p}:{n}" in msg and "summary" in msg
-    assert trained_anything(tmp_path / "R") == []
+    assert_cli_rejects_data(tmp_path, root, capsys, [f"{p}:{n}", "summary"])
 
 
 @pytest.mark.parametrize("bad", ["dialogue", "summary"])
@@ -585,11 +586,7 @@ def test_empty_dialogue_or_summary_skipped_by_default_error_with_on_bad_error(tm
     with pytest.raises(DataError) as e:
         load_split("dialogsum", root, "train", "error")
     assert f"{p}:{n}" in str(e.value)
-    toml = write_exp(tmp_path / "e.toml", exp_text("d", run_extra='data.on_bad = "error"\n'))
-    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
-    assert rc == 2
-    assert f"{p}:{n}" in one_line(capsys.readouterr().err)
-    assert trained_anything(tmp_path / "R") == []
+    assert_cli_rejects_data(tmp_path, root, capsys, [f"{p}:{n}"], run_extra='data.on_bad = "error"\n')
 
 
 def test_non_utf8_bytes_error_names_file_line_or_skipped_with_skip(tmp_path, capsys):
@@ -600,11 +597,7 @@ def test_non_utf8_bytes_error_names_file_line_or_skipped_with_skip(tmp_path, cap
     assert f"{p}:{n}" in str(e.value)
     st = ReadStats()
     assert len(load_split("dialogsum", root, "train", "skip", st)) == 8 and sum(st.skipped.values()) == 1
-    toml = write_exp(tmp_path / "e.toml", exp_text("d"))
-    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", "--data-dir", str(root)])
-    assert rc == 2
-    assert f"{p}:{n}" in one_line(capsys.readouterr().err)
-    assert trained_anything(tmp_path / "R") == []
+    assert_cli_rejects_data(tmp_path, root, capsys, [f"{p}:{n}"])
 
 
 def test_gigaword_non_utf8_names_the_file_that_holds_the_bytes(tmp_path):

@@ -132,6 +132,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
                   "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
                   "stopped_early": st.stopped_early, "train_seconds": st.train_seconds,
+                  "val_seconds": st.val_seconds, "resumes": st.resumes,
                   "train_tokens": st.train_tokens,
                   "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9),
                   "precision": str(dtype).replace("torch.", "") if dtype else "fp32", "device": str(device)},
@@ -140,7 +141,10 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
                  "scores": scores, "settings": settings, "decode_seconds": decode_s,
                  "metric_seconds": metric_s},
         "hardware": hardware(),
+        # this invocation only; compute_seconds sums training, validation, decoding and scoring over
+        # every invocation of a resumed run (work discarded by a crash is not counted)
         "wall_seconds": time.perf_counter() - t_start,
+        "compute_seconds": st.train_seconds + st.val_seconds + decode_s + metric_s,
     }
     write_record(out, record)
     return record

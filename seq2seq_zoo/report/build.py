@@ -10,6 +10,14 @@ from seq2seq_zoo.results import load_records
 from seq2seq_zoo.utils import atomic_write_text, hardware_str
 
 
+def compute_seconds(r: dict) -> float:
+    """Training + validation + decoding + scoring time of a run, over all its (resumed) invocations."""
+    if "compute_seconds" in r:
+        return r["compute_seconds"]
+    ev, tr = r["eval"], r["train"]
+    return tr["train_seconds"] + tr.get("val_seconds", 0.0) + ev.get("decode_seconds", 0) + ev.get("metric_seconds", 0)
+
+
 def _settings_lines(records: list[dict]) -> list[str]:
     r0 = records[0]
     ev = r0["eval"]
@@ -33,9 +41,11 @@ def _settings_lines(records: list[dict]) -> list[str]:
     lines.append(f"- **Seeds**: {', '.join(map(str, seeds))}; **profile**: {', '.join(profiles)}; "
                  f"**precision**: {', '.join(precs)}")
     lines.append(f"- **Hardware**: {'; '.join(hws)}")
-    total = sum(r["wall_seconds"] for r in records)
-    lines.append(f"- **Wall time**: {total / 60:.1f} min for {len(records)} run(s) (training + decoding + scoring); "
-                 "per-run training minutes and tokens/s are in the table.")
+    total = sum(compute_seconds(r) for r in records)
+    resumed = [r["run"] for r in records if r["train"].get("resumes") or "--resume" in (r.get("command") or "")]
+    lines.append(f"- **Wall time**: {total / 60:.1f} min for {len(records)} run(s) (training, validation, decoding "
+                 "and scoring, summed over resumed invocations); per-run training minutes and tokens/s are in "
+                 "the table." + (f" Resumed after an interruption: {', '.join(resumed)}." if resumed else ""))
     cmds = sorted({r.get("command") or "" for r in records} - {""})
     if cmds:
         lines.append("- **Command**: " + "; ".join(f"`{c}`" for c in cmds))

@@ -70,8 +70,10 @@ class LoopState:
     best_val: float = math.inf
     best_step: int = 0
     bad_validations: int = 0
-    train_seconds: float = 0.0
+    train_seconds: float = 0.0     # update time, summed over every invocation (resumes included)
+    val_seconds: float = 0.0
     train_tokens: int = 0
+    resumes: int = 0
     history: list[dict] = field(default_factory=list)      # one row per epoch
     val_curve: list[dict] = field(default_factory=list)    # one row per validation
     stopped_early: bool = False
@@ -109,6 +111,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
         optimizer.load_state_dict(ck["optimizer"])
         scaler.load_state_dict(ck["scaler"])
         st = LoopState(**ck["loop"])
+        st.resumes += 1
         torch.set_rng_state(ck["rng"])
         if device.type == "cuda" and ck.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(ck["cuda_rng"])
@@ -224,7 +227,9 @@ def _timed_save(st, row, t0, save, path):
 
 
 def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log):
+    t0 = time.perf_counter()
     v = validation_loss(model, val_data, cfg.batch_size, device, dtype)
+    st.val_seconds += time.perf_counter() - t0
     st.val_curve.append({"step": st.step, "epoch": st.epoch + 1, "val_loss": v})
     if v < st.best_val - 1e-6:
         st.best_val, st.best_step, st.bad_validations = v, st.step, 0

@@ -89,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len", type=_positive_int, help="maximum summary length in tokens")
     p.add_argument("--debug", action="store_true")
 
+    p = sub.add_parser("params", help="trainable parameters per component for every run of an experiment",
+                       description="Build every run's model (no training) on the real vocabulary and print "
+                                   "its trainable parameters per component (embedding, encoder, decoder, output).")
+    p.add_argument("experiment")
+    p.add_argument("--profile", default="auto", help="as for `zoo run`")
+    p.add_argument("--data-dir")
+    p.add_argument("--debug", action="store_true")
+
     p = sub.add_parser("eval", help="re-score a run's predictions.jsonl (no decoding)")
     p.add_argument("run_dir")
     p.add_argument("--metrics", nargs="+", default=["rouge"])
@@ -104,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
-                "summarize": cmd_summarize, "eval": cmd_eval}[args.cmd](args) or 0
+                "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params}[args.cmd](args) or 0
     except KeyboardInterrupt:
         if args.cmd == "run":
             argv_ = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--resume", "--force")]
@@ -133,24 +141,12 @@ def main(argv: list[str] | None = None) -> int:
 
 # ----------------------------------------------------------------------------------------------- run
 def cmd_run(args) -> int:
-    import torch
 
     from seq2seq_zoo.config import load_experiment
     from seq2seq_zoo.report import build_report
     from seq2seq_zoo.runner import run
 
-    profile = args.profile
-    if profile == "none":
-        profile = None
-    elif profile == "auto":
-        import tomllib
-        try:
-            raw = tomllib.loads(Path(args.experiment).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError):
-            raw = {}  # load_experiment reports it properly
-        profile = "cpu" if not torch.cuda.is_available() and "cpu" in raw.get("profiles", {}) else None
-        if profile:
-            print("no GPU found: using the file's 'cpu' profile (pass --profile none for full size)")
+    profile = _profile(args)
     exp = load_experiment(args.experiment, profile=profile, only=args.only)
     if args.device:
         for s in exp.runs:
@@ -187,6 +183,25 @@ def cmd_run(args) -> int:
         for lock in locks:
             lock.unlink(missing_ok=True)
     return 0
+
+
+def _profile(args) -> str | None:
+    """--profile NAME | none | auto (the file's 'cpu' profile when no GPU is present)."""
+    if args.profile == "none":
+        return None
+    if args.profile != "auto":
+        return args.profile
+    import tomllib
+
+    import torch
+    try:
+        raw = tomllib.loads(Path(args.experiment).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        raw = {}  # load_experiment reports it properly
+    profile = "cpu" if not torch.cuda.is_available() and "cpu" in raw.get("profiles", {}) else None
+    if profile:
+        print("no GPU found: using the file's 'cpu' profile (pass --profile none for full size)")
+    return profile
 
 
 def _acquire_locks(run_dirs: list[Path]) -> list[Path]:
@@ -294,6 +309,34 @@ def cmd_summarize(args) -> int:
     text = raw.decode("utf-8", errors="replace")
     s = Summarizer.from_run(args.run_dir)
     print(s(text, beam_size=args.beam_size, max_len=args.max_len))
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- params
+def cmd_params(args) -> int:
+    import pandas as pd
+    import torch
+
+    from seq2seq_zoo.config import load_experiment
+    from seq2seq_zoo.models.base import build_model, count_parameters
+    from seq2seq_zoo.report.tables import to_markdown
+    from seq2seq_zoo.runner import prepare_data
+
+    exp = load_experiment(args.experiment, profile=_profile(args))
+    rows, vocabs = [], {}
+    for spec in exp.runs:
+        key = repr(spec.data)
+        if key not in vocabs:  # runs sharing data settings share the vocabulary
+            vocabs[key] = len(prepare_data(spec, args.data_dir, log=lambda *_: None)[0])
+        ctx = {"vocab_size": vocabs[key], "max_src_len": spec.data.max_src_len,
+               "max_tgt_len": spec.data.max_tgt_len}
+        with torch.device("meta"):
+            model = build_model(spec.model, ctx, spec.model_options)
+        rows.append({"run": spec.name, "model": spec.model, "vocab": vocabs[key], **count_parameters(model)})
+    df = pd.DataFrame(rows).fillna(0)
+    for c in df.columns[3:]:
+        df[c] = df[c].map(lambda v: f"{int(v):,}")
+    print(to_markdown(df), end="")
     return 0
 
 

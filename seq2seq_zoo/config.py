@@ -252,6 +252,13 @@ def _check_value(ctx: _Ctx, key: str, value) -> None:
         ok, desc = _RANGES[leaf]
         if not ok(value):
             raise ctx.fail(key, f"{value!r} {desc}")
+    if leaf == "embeddings" and isinstance(value, str):
+        if not (value in ("random", "word2vec") or value.startswith("pretrained:")):
+            raise ctx.fail(key, f"{value!r} must be \"random\", \"word2vec\" or \"pretrained:<path to a GloVe "
+                           "text file>\"")
+        if value.startswith("pretrained:") and not Path(value.split(":", 1)[1]).is_file():
+            raise ctx.fail(key, f"embeddings file {value.split(':', 1)[1]!r} not found (relative paths are taken "
+                           "from the folder you run zoo in)")
     if leaf in _CHOICES and value not in _CHOICES[leaf]:
         raise ctx.fail(key, f"{value!r} is not one of {', '.join(_CHOICES[leaf])}.{did_you_mean(value, _CHOICES[leaf])}")
 

@@ -121,6 +121,51 @@ def length(predictions: list[str], references: list[list[str]], **_):
             {"unit": "whitespace-separated words"})
 
 
+# a small English stop-word list (nltk's corpus needs a download; this one ships with the suite)
+STOP_WORDS = frozenset("""a an the and or but if then so of to in on at by for with from as into about over after
+before between through during without within is are was were be been being am do does did doing have has had
+having will would shall should can could may might must i you he she it we they me him her us them my your his
+its our their mine yours hers ours theirs this that these those there here what which who whom whose when where
+why how all any both each few more most other some such no nor not only own same than too very just also s t
+'s n't 'll 're 've 'm 'd up down out off again further once""".split())
+
+
+def _words(text: str) -> list[str]:
+    from seq2seq_zoo.data.text import TextConfig, tokenize
+    return [t for t in tokenize(text, TextConfig(lowercase=True)) if any(c.isalnum() for c in t) or t == "<unk>"]
+
+
+def repetition_ratio(tokens: list[str]) -> float:
+    """(tokens - distinct tokens) / tokens: the share of a summary's tokens that repeat an earlier one."""
+    return (len(tokens) - len(set(tokens))) / len(tokens) if tokens else 0.0
+
+
+@register_metric("unk_ratio")
+def unk_ratio(predictions: list[str], references: list[list[str]], **_):
+    """Share of generated word tokens that are <unk> (pooled over the split)."""
+    words = [_words(p) for p in predictions]
+    n = sum(len(w) for w in words)
+    unk = sum(w.count("<unk>") for w in words)
+    return ({"unk_ratio": unk / n if n else 0.0},
+            {"definition": "number of <unk> tokens / number of word tokens over all predictions "
+                           "(punctuation not counted)"})
+
+
+@register_metric("repetition")
+def repetition(predictions: list[str], references: list[list[str]], **_):
+    """Repetition ratio of predictions (and of first references), with and without stop-words."""
+    def mean(texts, keep):
+        vals = [repetition_ratio([w for w in _words(t) if keep(w)]) for t in texts]
+        return float(np.mean(vals)) if vals else 0.0
+    content = lambda w: w not in STOP_WORDS  # noqa: E731
+    refs = [r[0] for r in references]
+    return ({"repetition": mean(predictions, lambda w: True), "repetition_content": mean(predictions, content),
+             "ref_repetition": mean(refs, lambda w: True), "ref_repetition_content": mean(refs, content)},
+            {"definition": "per summary (word tokens - distinct word tokens) / word tokens, averaged over "
+                           "summaries; punctuation not counted; *_content: after removing "
+                           f"{len(STOP_WORDS)} English stop-words; ref_*: the same on the first reference"})
+
+
 def evaluate(predictions: list[str], references: list[list[str]], metrics: list[str], **options):
     """All requested metrics: (scores, settings per metric)."""
     from seq2seq_zoo.registry import METRICS

@@ -111,7 +111,8 @@ def model_options(name: str) -> dict[str, Any]:
     sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
     out = {}
     for p in sig.parameters.values():
-        if p.name in ("self", "vocab_size") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.name in ("self", "vocab_size", "max_src_len", "max_tgt_len", "pretrained_embeddings") \
+                or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         out[p.name] = None if p.default is inspect.Parameter.empty else p.default
     return out

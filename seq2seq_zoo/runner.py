@@ -1,7 +1,6 @@
 """One run, start to end: data -> vocabulary -> model -> the loop -> decoding -> metrics -> record."""
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import asdict
@@ -97,6 +96,20 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     log(f"[{spec.name}] {data_info['sizes']} examples, vocabulary {len(vocab)}")
     seed_everything(spec.seed)
     context = {"vocab_size": len(vocab), "max_src_len": spec.data.max_src_len, "max_tgt_len": spec.data.max_tgt_len}
+    emb_info = None
+    emb_setting = spec.model_options.get("embeddings", "random")
+    if emb_setting != "random":
+        from seq2seq_zoo import embeddings
+        from seq2seq_zoo.registry import model_options
+        defaults = model_options(spec.model)
+        dim = spec.model_options.get("emb_dim") or defaults.get("emb_dim") or spec.model_options.get("d_model") \
+            or defaults.get("d_model")
+        tc = text_config(spec)
+        sentences = (tokenize(x, tc) for e in data["train"] for x in (e.source_text, e.references[0]))
+        context["pretrained_embeddings"], emb_info = embeddings.resolve(emb_setting, vocab, dim, sentences, spec.seed)
+        log(f"[{spec.name}] embeddings {emb_setting}: {emb_info['found']:,}/{emb_info['vocab']:,} vocabulary words "
+            f"covered ({100 * emb_info['coverage']:.1f}%)")
+        seed_everything(spec.seed)
     model = build_model(spec.model, context, spec.model_options).to(device)
     params = count_parameters(model)
     log(f"[{spec.name}] model {spec.model}: {params['total']:,} trainable parameters")
@@ -128,7 +141,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "version": __version__, "command": command or " ".join(sys.argv),
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
-        "params": params, "data": data_info,
+        "params": params, "data": data_info, "embeddings": emb_info,
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
                   "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
                   "stopped_early": st.stopped_early, "train_seconds": st.train_seconds,

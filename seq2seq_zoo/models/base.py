@@ -24,7 +24,7 @@ from seq2seq_zoo.registry import MODELS, model_options
 DecoderState = dict[str, Any]
 
 # keyword arguments a model may ask for in its constructor; the loop fills them from the data
-CONTEXT_KEYS = ("vocab_size", "max_src_len", "max_tgt_len")
+CONTEXT_KEYS = ("vocab_size", "max_src_len", "max_tgt_len", "pretrained_embeddings")
 
 
 @dataclass

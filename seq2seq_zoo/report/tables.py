@@ -7,6 +7,7 @@ SCORE_COLUMNS = [
     ("rouge1", "R-1"), ("rouge2", "R-2"), ("rouge3", "R-3"), ("rougeL", "R-L"), ("rougeLsum", "R-Lsum"),
     ("rouge1_max", "R-1 max"), ("rouge2_max", "R-2 max"), ("rougeL_max", "R-L max"),
     ("bertscore_p", "BERTScore P"), ("bertscore_r", "BERTScore R"), ("bertscore_f1", "BERTScore F1"),
+    ("unk_ratio", "UNK ratio"), ("repetition", "rep."), ("repetition_content", "rep. (no stop-words)"),
     ("pred_len", "len"),
 ]
 
@@ -47,7 +48,7 @@ def val_loss_table(records: list[dict]) -> pd.DataFrame:
 
 def _digits(col: str, default: int) -> int:
     col = str(col)
-    if col.startswith("BERTScore") or "loss" in col:
+    if col.startswith("BERTScore") or "loss" in col or col.startswith("rep.") or col == "UNK ratio":
         return 4
     if col == "tok/s":
         return 0

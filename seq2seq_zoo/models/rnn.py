@@ -1,0 +1,311 @@
+"""The recurrent family of the seed paper ("Variations in Seq2seq Models for Abstractive Summarisation"):
+
+gru       GRU encoder -> GRU decoder, no attention (Cho et al. 2014; Sutskever et al. 2014)
+bahdanau  the same with additive attention (Bahdanau et al. 2015)
+bilstm    bidirectional LSTM encoder, its final states reduced into an LSTM decoder, additive attention
+
+Equation numbers refer to Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by Jointly
+Learning to Align and Translate" (section 3.1 and appendix A).
+
+Padding never reaches a state: the encoder runs on packed sequences (so its final state is the one after
+each source's last real token and padded outputs are zeros), and the attention softmax gives padded
+positions exactly zero weight. The decoder input is ``batch.tgt_in`` fed through ``feed`` (extended ids
+-> <unk>); target padding only follows the real tokens, so it cannot change earlier steps. Every
+decoder state tensor is batch-first, so the default ``reorder`` (index dim 0) serves beam search.
+
+Parameter counts (what ``count_parameters`` reports per component; PyTorch RNNs carry two bias
+vectors, b_ih and b_hh). V = vocab_size, m = emb_dim, n = hidden, L = layers, E = 1 with
+share_embeddings else 2; frozen embeddings count 0.
+
+  GRU layer, input size i:          3(n^2 + n i + 2n)
+  LSTM layer, input size i:         4(n^2 + n i + 2n)      (bidirectional: twice that)
+  additive attention, query n, key k, attention size n:  n^2 (W) + k n + n (U, b) + n (v)
+
+  gru       embedding  E V m
+            encoder    3(n^2 + n m + 2n) + (L-1) 3(2n^2 + 2n)
+            decoder    3(n^2 + n m + 2n) + (L-1) 3(2n^2 + 2n)
+            output     n V + V
+  bahdanau  embedding  E V m
+            encoder    3(n^2 + n m + 2n) + (L-1) 3(2n^2 + 2n)
+            decoder    3(n^2 + n (m + n) + 2n) + (L-1) 3(2n^2 + 2n)  +  2n^2 + 2n (attention)
+            output     (2n + m) V + V
+  bilstm    embedding  E V m
+            encoder    8(n^2 + n m + 2n) + (L-1) 8(3n^2 + 2n)  +  2(2n^2 + n) (the two reduce layers)
+            decoder    4(n^2 + n (m + 2n) + 2n) + (L-1) 4(2n^2 + 2n)  +  3n^2 + 2n (attention)
+            output     (3n + m) V + V
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from seq2seq_zoo.data.vocab import PAD_ID
+from seq2seq_zoo.models.base import Seq2Seq, StepOutput
+from seq2seq_zoo.registry import register_model
+
+ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim where ``mask`` is True; masked positions get exactly 0."""
+    return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+
+
+class AdditiveAttention(nn.Module):
+    """Additive attention (Bahdanau et al. 2015, appendix A.1.2):
+
+        e_tj = v^T tanh(W s_{t-1} + U h_j + b)     (eq. 6, alignment model a)
+        a_tj = exp(e_tj) / sum_k exp(e_tk)         (eq. 6, over real source positions only)
+        c_t  = sum_j a_tj h_j                      (eq. 5)
+
+    ``U h_j + b`` does not depend on t: ``project`` computes it once per source. The weights of the last
+    call are kept in ``self.weights`` (B, S) and returned by ``forward``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+        super().__init__()
+        self.W = nn.Linear(query_dim, attn_dim, bias=False)
+        self.U = nn.Linear(key_dim, attn_dim)
+        self.v = nn.Linear(attn_dim, 1, bias=False)
+        self.weights: torch.Tensor | None = None
+
+    def project(self, memory: torch.Tensor) -> torch.Tensor:
+        """(B, S, key_dim) -> U h_j + b, (B, S, attn_dim)."""
+        return self.U(memory)
+
+    def forward(self, query, memory, mask, keys=None):
+        """query (B, q) = s_{t-1}; memory (B, S, k) = h_j; mask (B, S) True at real tokens;
+        keys: ``project(memory)`` if already computed. Returns c_t (B, k) and a_t (B, S)."""
+        if keys is None:
+            keys = self.project(memory)
+        e = self.v(torch.tanh(keys + self.W(query).unsqueeze(1))).squeeze(-1)   # (B, S)
+        a = masked_softmax(e.float(), mask)
+        c = torch.bmm(a.unsqueeze(1).to(memory.dtype), memory).squeeze(1)       # (B, k)
+        self.weights = a.detach()
+        return c, a
+
+
+def _lengths(mask: torch.Tensor) -> torch.Tensor:
+    return mask.sum(1).clamp(min=1).cpu()
+
+
+class _Recurrent(Seq2Seq):
+    """Embeddings, option checks and parameter components shared by the recurrent models.
+
+    Options: emb_dim (m), hidden (n), layers (L, both encoder and decoder), dropout (embeddings, between
+    RNN layers, before the output layer), share_embeddings (one table for source and target),
+    embeddings ("random" | "word2vec" | "pretrained:<path>": the runner resolves it to vectors and
+    passes them, like vocab_size, as ``pretrained_embeddings``, a (vocab_size, emb_dim) tensor that is
+    copied into the table(s); the model never reads the label), freeze_embeddings (the table(s) get no
+    gradient, so they count 0 trainable parameters).
+    """
+
+    def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
+                 dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",
+                 freeze_embeddings: bool = False, pretrained_embeddings: torch.Tensor | None = None):
+        super().__init__()
+        for name, v in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden", hidden), ("layers", layers)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, not {v!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), not {dropout!r}")
+        if not isinstance(embeddings, str):
+            raise ValueError(f"embeddings must be a string (\"random\", \"word2vec\", \"pretrained:<path>\"), "
+                             f"not {embeddings!r}")
+        self.vocab_size, self.emb_dim, self.hidden, self.layers = vocab_size, emb_dim, hidden, layers
+        self.d_model = hidden  # the Noam schedule's d
+        self.embeddings = embeddings
+        self.src_embed = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.tgt_embed = self.src_embed if share_embeddings else nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.drop = nn.Dropout(dropout)
+        self.rnn_dropout = dropout if layers > 1 else 0.0  # nn.GRU/LSTM apply it between layers only
+        self.build()
+        self._init_embeddings(pretrained_embeddings, freeze_embeddings)
+
+    def build(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _tables(self) -> list[nn.Embedding]:
+        return [self.src_embed] if self.tgt_embed is self.src_embed else [self.src_embed, self.tgt_embed]
+
+    def _init_embeddings(self, pretrained, freeze: bool) -> None:
+        for table in self._tables():
+            nn.init.normal_(table.weight, std=0.1)
+            with torch.no_grad():
+                table.weight[PAD_ID].zero_()
+        if pretrained is not None:
+            pretrained = torch.as_tensor(pretrained)
+            want = (self.vocab_size, self.emb_dim)
+            if tuple(pretrained.shape) != want:
+                raise ValueError(f"pretrained_embeddings has shape {tuple(pretrained.shape)}, expected "
+                                 f"(vocab_size, emb_dim) = {want}")
+            with torch.no_grad():
+                for table in self._tables():
+                    table.weight.copy_(pretrained.to(table.weight.dtype))
+        if freeze:
+            for table in self._tables():
+                table.weight.requires_grad_(False)
+
+    def components(self):
+        emb = [t.weight for t in self._tables()]
+        return {"embedding": [p for p in emb if p.requires_grad],
+                "encoder": [p for m in self.encoder_modules() for p in m.parameters() if p.requires_grad],
+                "decoder": [p for m in self.decoder_modules() for p in m.parameters() if p.requires_grad],
+                "output": [p for p in self.output.parameters() if p.requires_grad]}
+
+    def encoder_modules(self) -> list[nn.Module]:
+        return [self.encoder]
+
+    def decoder_modules(self) -> list[nn.Module]:
+        return [self.decoder]
+
+    def _run_encoder(self, batch):
+        """Packed RNN over the source: outputs (B, S, dirs*n) with zeros at padding, final state(s)
+        (L*dirs, B, n) taken after each source's last real token, and the mask (B, S)."""
+        mask = batch.src != PAD_ID
+        x = self.drop(self.src_embed(batch.src))
+        packed = pack_padded_sequence(x, _lengths(mask), batch_first=True, enforce_sorted=False)
+        out, final = self.encoder(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=batch.src.size(1))
+        return out, final, mask
+
+    @staticmethod
+    def _to_state(hid: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+        """(L, B, n) RNN states -> batch-first state entries h (and c), (B, L, n)."""
+        return dict(zip(("h", "c"), (t.transpose(0, 1) for t in hid)))
+
+    @staticmethod
+    def _from_state(state) -> tuple[torch.Tensor, ...]:
+        return tuple(state[k].transpose(0, 1).contiguous() for k in ("h", "c") if k in state)
+
+
+@register_model("gru")
+class GRUSeq2Seq(_Recurrent):
+    """GRU encoder-decoder without attention; the encoder's last state initialises the decoder."""
+
+    def build(self):
+        m, n, L = self.emb_dim, self.hidden, self.layers
+        self.encoder = nn.GRU(m, n, L, batch_first=True, dropout=self.rnn_dropout)
+        self.decoder = nn.GRU(m, n, L, batch_first=True, dropout=self.rnn_dropout)
+        self.output = nn.Linear(n, self.vocab_size)
+
+    def encode(self, batch):
+        # the fixed-length summary of the source: s_0 = h_S, its last real state (Cho et al. 2014)
+        _, h, _ = self._run_encoder(batch)
+        return self._to_state((h,))
+
+    def forward(self, batch, need_attention: bool = False) -> StepOutput:
+        (h0,) = self._from_state(self.encode(batch))
+        y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))           # E y_{t-1}
+        s, _ = self.decoder(y, h0)                                         # s_t = GRU(s_{t-1}, y_{t-1})
+        log_probs = self.output(self.drop(s)).float().log_softmax(-1)    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
+        return StepOutput(log_probs)
+
+    def decode_step(self, state, prev):
+        (h,) = self._from_state(state)
+        y = self.drop(self.tgt_embed(self.feed(prev))).unsqueeze(1)
+        s, h = self.decoder(y, h)
+        log_probs = self.output(self.drop(s[:, 0])).float().log_softmax(-1)
+        return log_probs, self._to_state((h,))
+
+
+class _Attentional(_Recurrent):
+    """Decoder of Bahdanau et al. (2015), one step at a time (teacher forcing loops over t):
+
+        c_t = Attend(s_{t-1}, h_1..h_S)                   (eq. 5-6; s_{t-1} = top decoder layer)
+        s_t = RNN(s_{t-1}, [E y_{t-1}; c_t])              (eq. 4: s_i = f(s_{i-1}, y_{i-1}, c_i))
+        p(y_t | y_<t, x) = softmax(W_o [s_t; E y_{t-1}; c_t] + b_o)   (eq. 4: g(y_{i-1}, s_i, c_i))
+    """
+
+    attention: AdditiveAttention
+
+    def decoder_modules(self):
+        return [self.decoder, self.attention]
+
+    def init_state(self, batch) -> tuple[dict, tuple[torch.Tensor, ...]]:  # pragma: no cover - abstract
+        """-> ({memory, keys, mask}, decoder's initial RNN state(s) (L, B, n))."""
+        raise NotImplementedError
+
+    def encode(self, batch):
+        enc, hid = self.init_state(batch)
+        return {**enc, **self._to_state(hid)}
+
+    def _step(self, enc, hid, y):
+        """One decoder step: y = E y_{t-1} (B, m) -> (features [s_t; E y_{t-1}; c_t], new state, a_t)."""
+        c, a = self.attention(hid[0][-1], enc["memory"], enc["mask"], enc["keys"])
+        x = torch.cat([y, c.to(y.dtype)], -1).unsqueeze(1)
+        if len(hid) == 2:
+            s, hid = self.decoder(x, hid)
+        else:
+            s, h = self.decoder(x, hid[0])
+            hid = (h,)
+        s = s[:, 0]
+        return torch.cat([s, y.to(s.dtype), c.to(s.dtype)], -1), hid, a
+
+    def forward(self, batch, need_attention: bool = False) -> StepOutput:
+        enc, hid = self.init_state(batch)
+        y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))   # (B, T, m): E y_{t-1}
+        feats, weights = [], []
+        for t in range(y.size(1)):
+            f, hid, a = self._step(enc, hid, y[:, t])
+            feats.append(f)
+            weights.append(a)
+        log_probs = self.output(self.drop(torch.stack(feats, 1))).float().log_softmax(-1)
+        att = {ATTENTION_NAME: torch.stack(weights, 1).unsqueeze(1)} if need_attention else {}  # (B, 1, T, S)
+        return StepOutput(log_probs, attention=att)
+
+    def decode_step(self, state, prev):
+        y = self.drop(self.tgt_embed(self.feed(prev)))
+        f, hid, _ = self._step(state, self._from_state(state), y)
+        log_probs = self.output(self.drop(f)).float().log_softmax(-1)
+        return log_probs, {"memory": state["memory"], "keys": state["keys"], "mask": state["mask"],
+                           **self._to_state(hid)}
+
+    def attention_maps(self, batch):
+        return self.forward(batch, need_attention=True).attention
+
+
+@register_model("bahdanau")
+class BahdanauSeq2Seq(_Attentional):
+    """GRU encoder-decoder with additive attention (Bahdanau et al. 2015); encoder's last state -> s_0."""
+
+    def build(self):
+        m, n, L = self.emb_dim, self.hidden, self.layers
+        self.encoder = nn.GRU(m, n, L, batch_first=True, dropout=self.rnn_dropout)
+        self.attention = AdditiveAttention(n, n, n)
+        self.decoder = nn.GRU(m + n, n, L, batch_first=True, dropout=self.rnn_dropout)
+        self.output = nn.Linear(n + m + n, self.vocab_size)
+
+    def init_state(self, batch):
+        memory, h, mask = self._run_encoder(batch)
+        return {"memory": memory, "keys": self.attention.project(memory), "mask": mask}, (h,)
+
+
+@register_model("bilstm")
+class BiLSTMSeq2Seq(_Attentional):
+    """Bidirectional LSTM encoder, reduced final states -> LSTM decoder with additive attention."""
+
+    def build(self):
+        m, n, L = self.emb_dim, self.hidden, self.layers
+        self.encoder = nn.LSTM(m, n, L, batch_first=True, dropout=self.rnn_dropout, bidirectional=True)
+        # s_0 = tanh(W_h [h_fwd; h_bwd] + b_h), cell_0 = tanh(W_c [c_fwd; c_bwd] + b_c), per layer
+        self.reduce_h = nn.Linear(2 * n, n)
+        self.reduce_c = nn.Linear(2 * n, n)
+        self.attention = AdditiveAttention(n, 2 * n, n)   # h_j = [h_fwd_j; h_bwd_j] (Bahdanau et al. sec. 3.2)
+        self.decoder = nn.LSTM(m + 2 * n, n, L, batch_first=True, dropout=self.rnn_dropout)
+        self.output = nn.Linear(n + m + 2 * n, self.vocab_size)
+
+    def encoder_modules(self):
+        return [self.encoder, self.reduce_h, self.reduce_c]
+
+    def init_state(self, batch):
+        memory, (h, c), mask = self._run_encoder(batch)
+        L, B, n = self.layers, h.size(1), self.hidden
+
+        def merge(x, lin):  # (2L, B, n) -> (L, 2, B, n) -> [fwd; bwd] (L, B, 2n) -> tanh(W x + b) (L, B, n)
+            x = x.view(L, 2, B, n)
+            return torch.tanh(lin(torch.cat([x[:, 0], x[:, 1]], -1)))
+
+        hid = (merge(h, self.reduce_h), merge(c, self.reduce_c))
+        return {"memory": memory, "keys": self.attention.project(memory), "mask": mask}, hid

@@ -314,12 +314,11 @@ def cmd_summarize(args) -> int:
 
 # -------------------------------------------------------------------------------------------- params
 def cmd_params(args) -> int:
-    import pandas as pd
     import torch
 
     from seq2seq_zoo.config import load_experiment
     from seq2seq_zoo.models.base import build_model, count_parameters
-    from seq2seq_zoo.report.tables import to_markdown
+    from seq2seq_zoo.report.tables import params_table, to_markdown
     from seq2seq_zoo.runner import prepare_data
 
     exp = load_experiment(args.experiment, profile=_profile(args))
@@ -332,11 +331,9 @@ def cmd_params(args) -> int:
                "max_tgt_len": spec.data.max_tgt_len}
         with torch.device("meta"):
             model = build_model(spec.model, ctx, spec.model_options)
-        rows.append({"run": spec.name, "model": spec.model, "vocab": vocabs[key], **count_parameters(model)})
-    df = pd.DataFrame(rows).fillna(0)
-    for c in df.columns[3:]:
-        df[c] = df[c].map(lambda v: f"{int(v):,}")
-    print(to_markdown(df), end="")
+        rows.append({"run": spec.name, "model": spec.model, "data": {"vocab_size": vocabs[key]},
+                     "params": count_parameters(model)})
+    print(to_markdown(params_table(rows)), end="")
     return 0
 
 

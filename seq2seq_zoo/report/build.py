@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from seq2seq_zoo.report import plots
-from seq2seq_zoo.report.tables import fmt, results_table, to_markdown, val_loss_table
+from seq2seq_zoo.report.tables import fmt, params_table, results_table, to_markdown, val_loss_table
 from seq2seq_zoo.results import load_records
 from seq2seq_zoo.utils import atomic_write_text, hardware_str
 
@@ -106,6 +106,7 @@ def _build(exp_dir: Path) -> list[Path]:
         "(put findings in NOTES.md, which is included below).", "",
         "## Results", "", md, "",
         "## Validation loss per epoch (token NLL)", "", to_markdown(fmt(vl, 4)), "",
+        "## Trainable parameters per component", "", to_markdown(params_table(records)), "",
         "## Settings", "", *notes, "",
         "## Plots", "", *[f"![{f.stem}](plots/{f.name})" for f in figs], "",
         "## Files", "",

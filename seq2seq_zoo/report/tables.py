@@ -16,11 +16,15 @@ def results_table(records: list[dict]) -> pd.DataFrame:
     opts = [r["spec"].get("model_options", {}) for r in records]
     keys = sorted({k for o in opts for k in o})
     varying = [k for k in keys if len({repr(o.get(k)) for o in opts}) > 1]
+    datasets = {r["data"]["dataset"] for r in records}
     rows = []
     for r, o in zip(records, opts):
         sc = r["eval"]["scores"]
         tr = r["train"]
-        row = {"run": r["run"], "model": r["model"]}
+        row = {"run": r["run"]}
+        if len(datasets) > 1:
+            row["dataset"] = r["data"]["dataset"]
+        row["model"] = r["model"]
         for k in varying:
             row[k] = o.get(k, "")
         row["seed"] = r["seed"]
@@ -34,6 +38,15 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         row["tok/s"] = tr["tokens_per_s"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def params_table(records: list[dict]) -> pd.DataFrame:
+    """Trainable parameters per component (the seed paper's Tables 5, 8, 11, 14)."""
+    rows = [{"run": r["run"], "model": r["model"], "vocab": r["data"]["vocab_size"], **r["params"]} for r in records]
+    df = pd.DataFrame(rows).fillna(0)
+    for c in df.columns[3:]:
+        df[c] = df[c].map(lambda v: f"{int(v):,}")
+    return df
 
 
 def val_loss_table(records: list[dict]) -> pd.DataFrame:

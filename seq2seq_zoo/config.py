@@ -431,6 +431,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             for seed in run_seeds:
                 full = rname if len(run_seeds) == 1 else f"{rname}-seed{seed}"
                 merged["name"] = full
+                merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
     if only:
         names = [s.name for s in specs]

@@ -66,6 +66,7 @@ def positional(records: list[dict], path: Path) -> Path | None:
         ax.set_xlabel("dimension")
         ax.set_ylabel("position")
         fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
     return _save(fig, path)
 
 

@@ -25,22 +25,50 @@ def _was_resumed(r: dict) -> bool:
     return r["wall_seconds"] < r["train"]["train_seconds"]
 
 
-def _settings_lines(records: list[dict]) -> list[str]:
-    r0 = records[0]
-    ev = r0["eval"]
-    lines = [f"- **Dataset**: {r0['data']['dataset']}, scored on the `{ev['split']}` split, "
-             f"{ev['n_examples']} examples per run; training/validation examples: "
-             f"{r0['data']['sizes'].get('train')}/{r0['data']['sizes'].get('validation')}; "
-             f"vocabulary {r0['data']['vocab_size']:,} words."]
-    for name, st in ev["settings"].items():
-        lines.append(f"- **{name}**: " + "; ".join(f"{k}: {v}" for k, v in st.items()))
-    dec = ev["decode"]
+def _grouped(records: list[dict], key) -> list[tuple[str, list[str]]]:
+    """Distinct values of key(record) with the runs that have each, in first-seen order."""
+    out: dict[str, list[str]] = {}
+    for r in records:
+        out.setdefault(key(r), []).append(r["run"])
+    return list(out.items())
+
+
+def _for(runs: list[str], records: list[dict]) -> str:
+    return "" if len(runs) == len(records) else f" ({', '.join(runs)})"
+
+
+def _data_line(r: dict) -> str:
+    d, ev = r["data"], r["eval"]
+    return (f"{d['dataset']}, scored on the `{ev['split']}` split, {ev['n_examples']} examples; training/validation "
+            f"examples: {d['sizes'].get('train')}/{d['sizes'].get('validation')}; vocabulary {d['vocab_size']:,} words")
+
+
+def _decode_line(dec: dict) -> str:
     if dec["method"] == "greedy":
-        lines.append(f"- **Decoding**: greedy, max_len {dec['max_len']}, min_len {dec['min_len']}")
-    else:
-        lines.append(f"- **Decoding**: beam {dec['beam_size']}, length penalty {dec['length_penalty_style']} "
-                     f"alpha {dec['length_penalty']}, min_len {dec['min_len']}, max_len {dec['max_len']}, "
-                     f"no_repeat_ngram {dec['no_repeat_ngram']}, repetition_penalty {dec['repetition_penalty']}")
+        return f"greedy, max_len {dec['max_len']}, min_len {dec['min_len']}"
+    return (f"beam {dec['beam_size']}, length penalty {dec['length_penalty_style']} alpha {dec['length_penalty']}, "
+            f"min_len {dec['min_len']}, max_len {dec['max_len']}, no_repeat_ngram {dec['no_repeat_ngram']}, "
+            f"repetition_penalty {dec['repetition_penalty']}")
+
+
+def _settings_lines(records: list[dict]) -> list[str]:
+    lines = [f"- **Dataset**: {text}{_for(runs, records)}" for text, runs in _grouped(records, _data_line)]
+    metrics = list(dict.fromkeys(m for r in records for m in r["eval"]["settings"]))
+    for name in metrics:
+        def text(r, name=name):
+            st = r["eval"]["settings"].get(name)
+            return "; ".join(f"{k}: {v}" for k, v in st.items()) if st else ""
+        for t, runs in _grouped(records, text):
+            if t:
+                lines.append(f"- **{name}**: {t}{_for(runs, records)}")
+    for t, runs in _grouped(records, lambda r: _decode_line(r["eval"]["decode"])):
+        lines.append(f"- **Decoding**: {t}{_for(runs, records)}")
+    for r in records:
+        e = r.get("embeddings")
+        if e and e.get("embeddings") != "random":
+            lines.append(f"- **Embeddings of {r['run']}**: {e['embeddings']}"
+                         + (f" ({e['settings']})" if e.get("settings") else "")
+                         + f"; vocabulary coverage {e['found']:,}/{e['vocab']:,} ({100 * e['coverage']:.1f}%)")
     seeds = sorted({r["seed"] for r in records})
     profiles = sorted({r.get("profile") or "full size (no profile)" for r in records})
     hws = sorted({hardware_str(r["hardware"]) for r in records})

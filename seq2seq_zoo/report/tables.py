@@ -37,7 +37,12 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         row["train min"] = tr["train_seconds"] / 60
         row["tok/s"] = tr["tokens_per_s"]
         rows.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    # score columns in the fixed order, whichever run had them first
+    scores = [label for _, label in SCORE_COLUMNS if label in df.columns]
+    rest = [c for c in df.columns if c not in scores]
+    cut = rest.index("params") + 1
+    return df[rest[:cut] + scores + rest[cut:]]
 
 
 def params_table(records: list[dict]) -> pd.DataFrame:

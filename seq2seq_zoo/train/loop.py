@@ -173,7 +173,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                     optimizer.zero_grad(set_to_none=True)
                     row["lr"] = lr
                     if cfg.val_every and st.step % cfg.val_every == 0:
-                        _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log)
+                        t0 += _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log)
                     if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
                         _timed_save(st, row, t0, save, last)
                         t0 = time.perf_counter()
@@ -229,7 +229,6 @@ def _timed_save(st, row, t0, save, path):
 def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log):
     t0 = time.perf_counter()
     v = validation_loss(model, val_data, cfg.batch_size, device, dtype)
-    st.val_seconds += time.perf_counter() - t0
     st.val_curve.append({"step": st.step, "epoch": st.epoch + 1, "val_loss": v})
     if v < st.best_val - 1e-6:
         st.best_val, st.best_step, st.bad_validations = v, st.step, 0
@@ -240,6 +239,9 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
             log(f"early stopping: no validation gain in {cfg.patience} validations (best {st.best_val:.4f} "
                 f"at step {st.best_step})")
             st.stopped_early = True
+    elapsed = time.perf_counter() - t0  # validation and best-checkpoint time: not training time
+    st.val_seconds += elapsed
+    return elapsed
 
 
 def _guess_d_model(model) -> int | None:

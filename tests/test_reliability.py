@@ -554,14 +554,20 @@ def assert_cli_rejects_data(tmp_path, root, capsys, needles, run_extra=""):
     assert all(nd in msg for nd in needles), msg
     assert trained_anything(tmp_path / "R") == []
 
+
+def assert_reader_rejects_then_skips(root, where: str) -> None:
+    """The reader names ``file:line`` by default, and with on_bad = "skip" skips (and counts) that one row."""
+    with pytest.raises(DataError) as e:
+        load_split("dialogsum", root, "train")
+    assert where in str(e.value)
+    st = ReadStats()
+    assert len(load_split("dialogsum", root, "train", "skip", st)) == 8 and sum(st.skipped.values()) == 1
+
+
 def test_malformed_json_line_names_file_and_line(tmp_path, capsys):
     root = write_dialogsum(tmp_path / "data", n_train=8)
     p, n = _append_lines(root, "train", [b'{"fname": "x", "dialogue": "hi", "summary": '])
-    with pytest.raises(DataError) as e:
-        load_split("dialogsum", root, "train")
-    assert f"{p}:{n}" in str(e.value)
-    st = ReadStats()
-    assert len(load_split("dialogsum", root, "train", "skip", st)) == 8 and sum(st.skipped.values()) == 1
+    assert_reader_rejects_then_skips(root, f"{p}:{n}")
     # through the CLI
     assert_cli_rejects_data(tmp_path, root, capsys, [f"{p}:{n}"])
 
@@ -592,11 +598,7 @@ def test_empty_dialogue_or_summary_skipped_by_default_error_with_on_bad_error(tm
 def test_non_utf8_bytes_error_names_file_line_or_skipped_with_skip(tmp_path, capsys):
     root = write_dialogsum(tmp_path / "data", n_train=8)
     p, n = _append_lines(root, "train", [NON_UTF8])
-    with pytest.raises(DataError) as e:
-        load_split("dialogsum", root, "train")
-    assert f"{p}:{n}" in str(e.value)
-    st = ReadStats()
-    assert len(load_split("dialogsum", root, "train", "skip", st)) == 8 and sum(st.skipped.values()) == 1
+    assert_reader_rejects_then_skips(root, f"{p}:{n}")
     assert_cli_rejects_data(tmp_path, root, capsys, [f"{p}:{n}"])
 
 

@@ -342,12 +342,10 @@ def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> 
     not divide d_model, ...) stop here, before any data is read or trained on."""
     import torch
 
-    from seq2seq_zoo.models.base import build_model
-    context = {"vocab_size": data.vocab_size or 1000, "max_src_len": data.max_src_len,
-               "max_tgt_len": data.max_tgt_len}
+    from seq2seq_zoo.models.base import build_model, model_context
     try:
         with torch.device("meta"):
-            build_model(model, context, options)
+            build_model(model, model_context(data.vocab_size or 1000, data), options)
     except (ValueError, TypeError) as e:
         # point at the option the message names last (e.g. "d_model 32 is not divisible by heads 3")
         named = [(str(e).rfind(k), k) for k in options if re.search(rf"\b{re.escape(k)}\b", str(e))]

@@ -14,7 +14,7 @@ from seq2seq_zoo.data.corpora import DataError
 from seq2seq_zoo.data.text import TextConfig, detokenize, tokenize
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
-from seq2seq_zoo.models.base import build_model
+from seq2seq_zoo.models.base import build_model, model_context
 from seq2seq_zoo.utils import load_checkpoint
 
 
@@ -32,8 +32,7 @@ class Summarizer:
                                         "(checkpoints are not committed); run `zoo run` first")
         spec = RunSpec.from_dict(json.loads((ck / "spec.json").read_text(encoding="utf-8")))
         vocab = Vocab.load(ck / "vocab.json")
-        ctx = {"vocab_size": len(vocab), "max_src_len": spec.data.max_src_len, "max_tgt_len": spec.data.max_tgt_len}
-        model = build_model(spec.model, ctx, spec.model_options)
+        model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
         state = load_checkpoint(ck / checkpoint)
         model.load_state_dict(state["model"])
         return cls(model, vocab, spec)

@@ -105,14 +105,22 @@ def list_models(pattern: str = "*") -> list[str]:
     return MODELS.names(pattern)
 
 
+# keyword arguments a model may ask for in its constructor; the framework fills them from the data
+CONTEXT_KEYS = ("vocab_size", "max_src_len", "max_tgt_len", "pretrained_embeddings")
+
+
+def model_context(vocab_size: int, data, **extra) -> dict[str, Any]:
+    """The context every model build receives: vocabulary size and the data's length limits."""
+    return {"vocab_size": vocab_size, "max_src_len": data.max_src_len, "max_tgt_len": data.max_tgt_len, **extra}
+
+
 def model_options(name: str) -> dict[str, Any]:
     """Constructor keyword arguments of a registered model with their defaults (for config checks)."""
     obj = MODELS.get(name)
     sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
     out = {}
     for p in sig.parameters.values():
-        if p.name in ("self", "vocab_size", "max_src_len", "max_tgt_len", "pretrained_embeddings") \
-                or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.name == "self" or p.name in CONTEXT_KEYS or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         out[p.name] = None if p.default is inspect.Parameter.empty else p.default
     return out

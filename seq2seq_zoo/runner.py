@@ -18,7 +18,7 @@ from seq2seq_zoo.data.text import TextConfig, detokenize, tokenize
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
 from seq2seq_zoo.metrics import evaluate
-from seq2seq_zoo.models.base import build_model, count_parameters
+from seq2seq_zoo.models.base import build_model, count_parameters, model_context
 from seq2seq_zoo.results import write_predictions, write_record
 from seq2seq_zoo.train.loop import autocast, autocast_dtype, fit, lr_at
 from seq2seq_zoo.utils import atomic_write_json, hardware, load_checkpoint, pick_device, seed_everything
@@ -95,7 +95,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     atomic_write_json(ckpt / "spec.json", spec.to_dict())
     log(f"[{spec.name}] {data_info['sizes']} examples, vocabulary {len(vocab)}")
     seed_everything(spec.seed)
-    context = {"vocab_size": len(vocab), "max_src_len": spec.data.max_src_len, "max_tgt_len": spec.data.max_tgt_len}
+    context = model_context(len(vocab), spec.data)
     emb_info = None
     emb_setting = spec.model_options.get("embeddings", "random")
     if emb_setting != "random":

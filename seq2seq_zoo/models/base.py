@@ -19,12 +19,9 @@ import torch
 from torch import nn
 
 from seq2seq_zoo.data.vocab import UNK_ID
-from seq2seq_zoo.registry import MODELS, model_options
+from seq2seq_zoo.registry import CONTEXT_KEYS, MODELS, model_context, model_options  # noqa: F401
 
 DecoderState = dict[str, Any]
-
-# keyword arguments a model may ask for in its constructor; the loop fills them from the data
-CONTEXT_KEYS = ("vocab_size", "max_src_len", "max_tgt_len", "pretrained_embeddings")
 
 
 @dataclass

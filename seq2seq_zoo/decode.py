@@ -9,6 +9,10 @@ Length penalty (applied to the summed log-probability when ranking):
 Repetition penalty (Keskar et al. 2019, on log-probs): the log-prob of a token already generated in
 the hypothesis is multiplied by ``repetition_penalty`` (> 1 lowers it, since log-probs are negative).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
+Coverage penalty (Wu et al. 2016, beam search only, for models whose decoder state carries the summed
+attention ``cov`` and the source ``mask``: the attention RNNs and the pointer-generator):
+  cp = beta * sum_j log(min(cov_j, 1))   over real source positions (cov_j clamped at 1e-6 so cp is
+  finite), added to the length-normalised score; a finished hypothesis keeps the cp it finished with.
 """
 from __future__ import annotations
 
@@ -58,6 +62,14 @@ def penalise_repeats(lp: torch.Tensor, tokens: torch.Tensor, penalty: float) -> 
     return torch.where(seen, lp * penalty if penalty > 0 else lp, lp)
 
 
+def coverage_penalty(state, beta: float) -> torch.Tensor | None:
+    """beta * sum_j log(min(cov_j, 1)) per hypothesis, or None if the model keeps no coverage."""
+    if not beta or not isinstance(state, dict) or "cov" not in state or "mask" not in state:
+        return None
+    cov = state["cov"].float().clamp(min=1e-6, max=1.0).log()
+    return beta * cov.masked_fill(~state["mask"], 0.0).sum(-1)
+
+
 def _adjust(lp, tokens, step, cfg: DecodeConfig):
     if step < cfg.min_len:
         lp[:, EOS_ID] = NEG
@@ -101,8 +113,12 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
     lengths = torch.zeros(B * K, dtype=torch.long, device=device)
     prev = torch.full((B * K,), BOS_ID, dtype=torch.long, device=device)
     base = (torch.arange(B, device=device) * K).repeat_interleave(K)
+    cpen = torch.zeros(B * K, device=device)            # coverage penalty of each hypothesis
     for step in range(cfg.max_len):
         lp, state = model.decode_step(state, prev)
+        cp = coverage_penalty(state, getattr(cfg, "coverage_penalty", 0.0))
+        if cp is not None:
+            cpen = torch.where(finished, cpen, cp)
         lp = _adjust(lp.float(), tokens, step, cfg)
         V = lp.size(-1)
         # a finished hypothesis only extends with EOS at no cost: its score is frozen
@@ -110,7 +126,7 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
         lp[:, EOS_ID] = torch.where(finished, torch.zeros_like(lp[:, EOS_ID]), lp[:, EOS_ID])
         cand = scores[:, None] + lp                                         # (B*K, V)
         cand_len = torch.where(finished, lengths, torch.full_like(lengths, step + 1))
-        rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None]
+        rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None] + cpen[:, None]
         top_rank, top_idx = rank.view(B, K * V).topk(K, dim=-1)
         origin = (top_idx // V).view(-1) + base                            # flat index of the parent beam
         tok = (top_idx % V).view(-1)
@@ -119,12 +135,13 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
         was_finished = finished[origin]
         lengths = torch.where(was_finished, lengths[origin], torch.full_like(lengths, step + 1))
         finished = was_finished | (tok == EOS_ID)
+        cpen = cpen[origin]
         state = model.reorder(state, origin)
         prev = tok
         if bool(finished.all()):
             break
     final = scores / length_penalty(torch.where(finished, lengths, torch.full_like(lengths, tokens.size(1))),
-                                    cfg.length_penalty, cfg.length_penalty_style)
+                                    cfg.length_penalty, cfg.length_penalty_style) + cpen
     final = final.masked_fill(~torch.isfinite(scores), NEG).view(B, K)
     best = final.argmax(-1) + torch.arange(B, device=device) * K
     out = [_strip(tokens[i].tolist()) for i in best.tolist()]

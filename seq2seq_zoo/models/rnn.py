@@ -3,6 +3,7 @@
 gru       GRU encoder -> GRU decoder, no attention (Cho et al. 2014; Sutskever et al. 2014)
 bahdanau  the same with additive attention (Bahdanau et al. 2015)
 bilstm    bidirectional LSTM encoder, its final states reduced into an LSTM decoder, additive attention
+(pointer_generator, in pointer.py, builds on bilstm; coverage is an option of the attention models)
 
 Equation numbers refer to Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by Jointly
 Learning to Align and Translate" (section 3.1 and appendix A).
@@ -33,6 +34,8 @@ share_embeddings else 2; frozen embeddings count 0.
             encoder    8(n^2 + n m + 2n) + (L-1) 8(3n^2 + 2n)  +  2(2n^2 + n) (the two reduce layers)
             decoder    4(n^2 + n (m + 2n) + 2n) + (L-1) 4(2n^2 + 2n)  +  3n^2 + 2n (attention)
             output     (3n + m) V + V
+  options   output_layers = 2: output becomes (in) n + n + n V + V (See et al.'s two-layer P_vocab)
+            coverage = true:   + n (w_c, in the decoder's attention)
 """
 from __future__ import annotations
 
@@ -53,37 +56,54 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class AdditiveAttention(nn.Module):
-    """Additive attention (Bahdanau et al. 2015, appendix A.1.2):
+    """Additive attention (Bahdanau et al. 2015, appendix A.1.2), optionally with coverage (See et al.
+    2017, eq. 10-11):
 
-        e_tj = v^T tanh(W s_{t-1} + U h_j + b)     (eq. 6, alignment model a)
-        a_tj = exp(e_tj) / sum_k exp(e_tk)         (eq. 6, over real source positions only)
-        c_t  = sum_j a_tj h_j                      (eq. 5)
+        e_tj = v^T tanh(W s_{t-1} + U h_j + w_c cov_tj + b)   (eq. 6, alignment model a; w_c only with coverage)
+        a_tj = exp(e_tj) / sum_k exp(e_tk)                   (eq. 6, over real source positions only)
+        c_t  = sum_j a_tj h_j                                (eq. 5)
 
     ``U h_j + b`` does not depend on t: ``project`` computes it once per source. The weights of the last
-    call are kept in ``self.weights`` (B, S) and returned by ``forward``.
+    call are kept in ``self.weights`` (B, S) and returned by ``forward``. ``w_c`` starts at zero, so
+    switching coverage on for a final phase of training (See et al. sec. 7) starts from exactly the
+    attention the checkpoint learned.
     """
 
-    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int, coverage: bool = False):
         super().__init__()
         self.W = nn.Linear(query_dim, attn_dim, bias=False)
         self.U = nn.Linear(key_dim, attn_dim)
         self.v = nn.Linear(attn_dim, 1, bias=False)
+        self.w_c = nn.Parameter(torch.zeros(attn_dim)) if coverage else None
         self.weights: torch.Tensor | None = None
 
     def project(self, memory: torch.Tensor) -> torch.Tensor:
         """(B, S, key_dim) -> U h_j + b, (B, S, attn_dim)."""
         return self.U(memory)
 
-    def forward(self, query, memory, mask, keys=None):
+    def forward(self, query, memory, mask, keys=None, cov=None):
         """query (B, q) = s_{t-1}; memory (B, S, k) = h_j; mask (B, S) True at real tokens;
-        keys: ``project(memory)`` if already computed. Returns c_t (B, k) and a_t (B, S)."""
+        keys: ``project(memory)`` if already computed; cov (B, S): the coverage vector sum_{t'<t} a_t'
+        (used only if the attention has coverage). Returns c_t (B, k) and a_t (B, S)."""
         if keys is None:
             keys = self.project(memory)
-        e = self.v(torch.tanh(keys + self.W(query).unsqueeze(1))).squeeze(-1)   # (B, S)
+        pre = keys + self.W(query).unsqueeze(1)
+        if self.w_c is not None and cov is not None:
+            pre = pre + cov.unsqueeze(-1).to(pre.dtype) * self.w_c.to(pre.dtype)
+        e = self.v(torch.tanh(pre)).squeeze(-1)   # (B, S)
         a = masked_softmax(e.float(), mask)
         c = torch.bmm(a.unsqueeze(1).to(memory.dtype), memory).squeeze(1)       # (B, k)
         self.weights = a.detach()
         return c, a
+
+
+def coverage_loss(a: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """See et al. (2017, eq. 12): mean over real target steps of sum_j min(a_tj, cov_tj), where
+    cov_t = sum_{t'<t} a_t' (cov_1 = 0). a (B, T, S) attention; real (B, T) True at real target tokens."""
+    cov = torch.cumsum(a, 1) - a                                    # sum over earlier steps only
+    per_step = torch.minimum(a, cov).sum(-1)                        # (B, T)
+    real = real.to(per_step.dtype)
+    return (per_step * real).sum() / real.sum().clamp(min=1)
 
 
 def _lengths(mask: torch.Tensor) -> torch.Tensor:
@@ -103,7 +123,8 @@ class _Recurrent(Seq2Seq):
 
     def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
                  dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",
-                 freeze_embeddings: bool = False, pretrained_embeddings: torch.Tensor | None = None):
+                 freeze_embeddings: bool = False, coverage: bool = False, cov_loss_weight: float = 1.0,
+                 output_layers: int = 1, pretrained_embeddings: torch.Tensor | None = None):
         super().__init__()
         for name, v in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden", hidden), ("layers", layers)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -113,6 +134,14 @@ class _Recurrent(Seq2Seq):
         if not isinstance(embeddings, str):
             raise ValueError(f"embeddings must be a string (\"random\", \"word2vec\", \"pretrained:<path>\"), "
                              f"not {embeddings!r}")
+        if output_layers not in (1, 2):
+            raise ValueError(f"output_layers must be 1 or 2, not {output_layers!r}")
+        if coverage and not self.has_attention:
+            raise ValueError(f"coverage needs an attention model; {type(self).__name__} has no attention "
+                             "(use bahdanau, bilstm or pointer_generator)")
+        if cov_loss_weight < 0:
+            raise ValueError(f"cov_loss_weight must be >= 0, not {cov_loss_weight!r}")
+        self.coverage, self.cov_loss_weight, self.output_layers = bool(coverage), cov_loss_weight, output_layers
         self.vocab_size, self.emb_dim, self.hidden, self.layers = vocab_size, emb_dim, hidden, layers
         self.d_model = hidden  # the Noam schedule's d
         self.embeddings = embeddings
@@ -123,8 +152,17 @@ class _Recurrent(Seq2Seq):
         self.build()
         self._init_embeddings(pretrained_embeddings, freeze_embeddings)
 
+    has_attention = False
+
     def build(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def make_output(self, in_dim: int) -> nn.Module:
+        """P_vocab's layer(s): W_o x + b_o, or with output_layers = 2 the two linear layers of See et al.
+        (2017, eq. 4), V'(V x + b) + b', whose inner size is the hidden size n."""
+        if self.output_layers == 1:
+            return nn.Linear(in_dim, self.vocab_size)
+        return nn.Sequential(nn.Linear(in_dim, self.hidden), nn.Linear(self.hidden, self.vocab_size))
 
     def _tables(self) -> list[nn.Embedding]:
         return [self.src_embed] if self.tgt_embed is self.src_embed else [self.src_embed, self.tgt_embed]
@@ -188,7 +226,7 @@ class GRUSeq2Seq(_Recurrent):
         m, n, L = self.emb_dim, self.hidden, self.layers
         self.encoder = nn.GRU(m, n, L, batch_first=True, dropout=self.rnn_dropout)
         self.decoder = nn.GRU(m, n, L, batch_first=True, dropout=self.rnn_dropout)
-        self.output = nn.Linear(n, self.vocab_size)
+        self.output = self.make_output(n)
 
     def encode(self, batch):
         # the fixed-length summary of the source: s_0 = h_S, its last real state (Cho et al. 2014)
@@ -213,12 +251,21 @@ class GRUSeq2Seq(_Recurrent):
 class _Attentional(_Recurrent):
     """Decoder of Bahdanau et al. (2015), one step at a time (teacher forcing loops over t):
 
-        c_t = Attend(s_{t-1}, h_1..h_S)                   (eq. 5-6; s_{t-1} = top decoder layer)
+        c_t = Attend(s_{t-1}, h_1..h_S [, cov_t])          (eq. 5-6; s_{t-1} = top decoder layer)
         s_t = RNN(s_{t-1}, [E y_{t-1}; c_t])              (eq. 4: s_i = f(s_{i-1}, y_{i-1}, c_i))
         p(y_t | y_<t, x) = softmax(W_o [s_t; E y_{t-1}; c_t] + b_o)   (eq. 4: g(y_{i-1}, s_i, c_i))
+
+    Coverage (See et al. 2017, sec. 2.3), option ``coverage = true``: cov_t = sum_{t'<t} a_t' enters the
+    attention energies, and the model reports the auxiliary loss
+
+        covloss = cov_loss_weight * (1 / #target tokens) sum_t sum_j min(a_tj, cov_tj)     (eq. 12-13)
+
+    The decoder state always carries ``cov`` (even without the option), so beam search can apply a
+    coverage penalty to any attention model.
     """
 
     attention: AdditiveAttention
+    has_attention = True
 
     def decoder_modules(self):
         return [self.decoder, self.attention]
@@ -229,11 +276,12 @@ class _Attentional(_Recurrent):
 
     def encode(self, batch):
         enc, hid = self.init_state(batch)
-        return {**enc, **self._to_state(hid)}
+        return {**enc, "cov": torch.zeros(enc["mask"].shape, device=enc["mask"].device), **self._to_state(hid)}
 
-    def _step(self, enc, hid, y):
-        """One decoder step: y = E y_{t-1} (B, m) -> (features [s_t; E y_{t-1}; c_t], new state, a_t)."""
-        c, a = self.attention(hid[0][-1], enc["memory"], enc["mask"], enc["keys"])
+    def _step(self, enc, hid, y, cov):
+        """One decoder step: y = E y_{t-1} (B, m) -> (features [s_t; E y_{t-1}; c_t], new state, a_t,
+        extra inputs for the output distribution (see ``_distribution``))."""
+        c, a = self.attention(hid[0][-1], enc["memory"], enc["mask"], enc["keys"], cov)
         x = torch.cat([y, c.to(y.dtype)], -1).unsqueeze(1)
         if len(hid) == 2:
             s, hid = self.decoder(x, hid)
@@ -241,26 +289,47 @@ class _Attentional(_Recurrent):
             s, h = self.decoder(x, hid[0])
             hid = (h,)
         s = s[:, 0]
-        return torch.cat([s, y.to(s.dtype), c.to(s.dtype)], -1), hid, a
+        return torch.cat([s, y.to(s.dtype), c.to(s.dtype)], -1), hid, a, self._extra_inputs(c, hid, y)
+
+    def _extra_inputs(self, c, hid, y):
+        return None
+
+    def _distribution(self, feats, a, extra, enc) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """log p(y_t | ...) over the output width, and p_gen if the model has one. Leading dims of
+        ``feats`` / ``a`` are (B, T) in teacher forcing and (B,) in a decoding step."""
+        return self.output(self.drop(feats)).float().log_softmax(-1), None
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
-        enc, hid = self.init_state(batch)
+        enc = self.encode(batch)
+        hid = self._from_state(enc)
+        cov = enc["cov"]
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))   # (B, T, m): E y_{t-1}
-        feats, weights = [], []
+        feats, weights, extras = [], [], []
         for t in range(y.size(1)):
-            f, hid, a = self._step(enc, hid, y[:, t])
+            f, hid, a, extra = self._step(enc, hid, y[:, t], cov)
+            cov = cov + a
             feats.append(f)
             weights.append(a)
-        log_probs = self.output(self.drop(torch.stack(feats, 1))).float().log_softmax(-1)
-        att = {ATTENTION_NAME: torch.stack(weights, 1).unsqueeze(1)} if need_attention else {}  # (B, 1, T, S)
-        return StepOutput(log_probs, attention=att)
+            extras.append(extra)
+        a = torch.stack(weights, 1)                                   # (B, T, S)
+        extra = torch.stack(extras, 1) if extras[0] is not None else None
+        log_probs, p_gen = self._distribution(torch.stack(feats, 1), a, extra, enc)
+        aux = {}
+        if self.coverage and self.cov_loss_weight > 0:
+            aux["coverage"] = self.cov_loss_weight * coverage_loss(a, batch.tgt_out != PAD_ID)
+        att = {ATTENTION_NAME: a.unsqueeze(1)} if need_attention else {}   # (B, 1, T, S)
+        return StepOutput(log_probs, aux_losses=aux, attention=att,
+                          extras={"p_gen": p_gen} if p_gen is not None else {})
 
     def decode_step(self, state, prev):
         y = self.drop(self.tgt_embed(self.feed(prev)))
-        f, hid, _ = self._step(state, self._from_state(state), y)
-        log_probs = self.output(self.drop(f)).float().log_softmax(-1)
-        return log_probs, {"memory": state["memory"], "keys": state["keys"], "mask": state["mask"],
-                           **self._to_state(hid)}
+        f, hid, a, extra = self._step(state, self._from_state(state), y, state["cov"])
+        log_probs, p_gen = self._distribution(f, a, extra, state)
+        new = {k: v for k, v in state.items() if k not in ("h", "c", "cov", "p_gen")}
+        new.update(self._to_state(hid), cov=state["cov"] + a)
+        if p_gen is not None:
+            new["p_gen"] = p_gen
+        return log_probs, new
 
     def attention_maps(self, batch):
         return self.forward(batch, need_attention=True).attention
@@ -273,9 +342,9 @@ class BahdanauSeq2Seq(_Attentional):
     def build(self):
         m, n, L = self.emb_dim, self.hidden, self.layers
         self.encoder = nn.GRU(m, n, L, batch_first=True, dropout=self.rnn_dropout)
-        self.attention = AdditiveAttention(n, n, n)
+        self.attention = AdditiveAttention(n, n, n, self.coverage)
         self.decoder = nn.GRU(m + n, n, L, batch_first=True, dropout=self.rnn_dropout)
-        self.output = nn.Linear(n + m + n, self.vocab_size)
+        self.output = self.make_output(n + m + n)
 
     def init_state(self, batch):
         memory, h, mask = self._run_encoder(batch)
@@ -292,9 +361,9 @@ class BiLSTMSeq2Seq(_Attentional):
         # s_0 = tanh(W_h [h_fwd; h_bwd] + b_h), cell_0 = tanh(W_c [c_fwd; c_bwd] + b_c), per layer
         self.reduce_h = nn.Linear(2 * n, n)
         self.reduce_c = nn.Linear(2 * n, n)
-        self.attention = AdditiveAttention(n, 2 * n, n)   # h_j = [h_fwd_j; h_bwd_j] (Bahdanau et al. sec. 3.2)
+        self.attention = AdditiveAttention(n, 2 * n, n, self.coverage)   # h_j = [h_fwd_j; h_bwd_j] (Bahdanau et al. sec. 3.2)
         self.decoder = nn.LSTM(m + 2 * n, n, L, batch_first=True, dropout=self.rnn_dropout)
-        self.output = nn.Linear(n + m + 2 * n, self.vocab_size)
+        self.output = self.make_output(n + m + 2 * n)
 
     def encoder_modules(self):
         return [self.encoder, self.reduce_h, self.reduce_c]

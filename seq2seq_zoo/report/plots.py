@@ -80,12 +80,27 @@ def attention(record: dict, path: Path, max_src: int = 80) -> Path | None:
         return None
     m = np.array(a["maps"][name])[:, :max_src]
     src = a["source_tokens"][:max_src]
-    out = a["output_tokens"][: m.shape[0]]
-    fig, ax = plt.subplots(figsize=(max(6, 0.16 * len(src)), max(3, 0.22 * len(out))))
-    ax.imshow(m, aspect="auto", cmap="viridis")
+    p_gen = a.get("p_gen")
+    # rows: the step predicting predicted_tokens[t] (older files: labelled by the decoder input)
+    out = (a.get("predicted_tokens") or a["output_tokens"])[: m.shape[0]]
+    size = (max(6, 0.16 * len(src)) + (0.8 if p_gen else 0), max(3, 0.22 * len(out)))
+    if p_gen:
+        fig, (ax, axp) = plt.subplots(1, 2, figsize=size, gridspec_kw={"width_ratios": [max(len(src), 1), 3]},
+                                      sharey=True)
+    else:
+        fig, ax = plt.subplots(figsize=size)
+    ax.imshow(m, aspect="auto", cmap="viridis", vmin=0, vmax=max(float(m.max()), 1e-9))
     ax.set_xticks(range(len(src)))
     ax.set_xticklabels(src, rotation=90, fontsize=6)
     ax.set_yticks(range(len(out)))
     ax.set_yticklabels(out, fontsize=7)
     ax.set_title(f"{record['run']}: {name} (heads averaged), example {a['example_id']}", fontsize=9)
+    if p_gen:
+        pg = np.array(p_gen[: m.shape[0]])[:, None]
+        axp.imshow(pg, aspect="auto", cmap="magma", vmin=0, vmax=1)
+        for t, v in enumerate(pg[:, 0]):
+            axp.text(0, t, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
+        axp.set_xticks([0])
+        axp.set_xticklabels(["p_gen"], fontsize=7)
+        fig.tight_layout()
     return _save(fig, path)

@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="retrain runs that already have results")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--device", help="override train.device (cpu, cuda, cuda:1)")
+    p.add_argument("--nproc", type=_positive_int, default=1, metavar="N",
+                   help="train with N data-parallel processes on this machine (DistributedDataParallel: gloo "
+                        "on CPU, NCCL on GPUs); same global batch and results as one process. Several machines: "
+                        "torchrun --nnodes ... --nproc-per-node N -m seq2seq_zoo run EXP")
     _add_common(p)
 
     p = sub.add_parser("report", help="rebuild tables and plots from stored run records (no training)")
@@ -97,9 +101,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir")
     p.add_argument("--debug", action="store_true")
 
-    p = sub.add_parser("eval", help="re-score a run's predictions.jsonl (no decoding)")
+    p = sub.add_parser("eval", help="re-score a run's predictions.jsonl, or re-decode its best checkpoint (--decode)",
+                       description="Without --decode: re-score RUN_DIR/predictions.jsonl and print the scores. "
+                                   "With --decode: decode the run's best checkpoint again with changed decoding "
+                                   "settings (no retraining), score the evaluation split (and the training "
+                                   "sample if the run has eval.train_sample), write RUN_DIR/decodes/NAME/ and "
+                                   "rebuild the experiment's report, where it appears as a row (run x decode).",
+                       epilog="Example:\n  zoo eval results/dialogsum_transformer/strong "
+                              "--decode beam_size=8,length_penalty=1.0 --name beam8_lp1",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir")
-    p.add_argument("--metrics", nargs="+", default=["rouge"])
+    p.add_argument("--metrics", nargs="+", default=None,
+                   help="metrics to re-score with (default: rouge); not with --decode, which scores with the "
+                        "run's eval.metrics")
+    p.add_argument("--decode", metavar="KEY=VALUE,...",
+                   help="decode.* settings to change, e.g. beam_size=8,length_penalty=1.0,"
+                        "length_penalty_style=hf,no_repeat_ngram=3,repetition_penalty=1.2,min_len=10,"
+                        "method=greedy")
+    p.add_argument("--name", help="name of this decoding in tables (default: made from the settings)")
+    p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
+    p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")
+    p.add_argument("--force", action="store_true", help="decode again even if NAME was already decoded")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--debug", action="store_true")
+
+    p = sub.add_parser("bench", help="training and decoding throughput against a Hugging Face BART peer",
+                       description="Measure in one process, on random batches of the seed Transformer's shape (batch 32,\n"
+                                   "source 256, target 64, vocabulary 15,000):\n"
+                                   "  - training tokens/s of our Transformer and of a Hugging Face BART of the same shape\n"
+                                   "    (fp32 and bf16), and of our GRU, Bahdanau, BiLSTM and pointer-generator models;\n"
+                                   "  - beam-4 decoding tokens/s of both, and our decoding time against beam size 1/2/4/8;\n"
+                                   "  - estimated model FLOP/s against a matmul peak measured in the same run; peak memory;\n"
+                                   "  - epoch time at 25/50/100% of DialogSum (pe_ablation CPU profile).\n"
+                                   "Prints whether issue #7's targets are met; writes OUT/bench.json and OUT/README.md.\n"
+                                   "Compared models are timed interleaved: the ratios are the headline, absolute\n"
+                                   "figures vary on shared machines.",
+                       epilog="Examples:\n  zoo bench\n  zoo bench --quick --skip-scaling\n"
+                              "  zoo bench --device cuda --out results/bench_gpu",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="fewer warm-up and timed iterations (same shapes)")
+    p.add_argument("--device", choices=["cpu", "cuda"], action="append",
+                   help="measure on this device (repeatable; default: cpu, plus cuda if present)")
+    p.add_argument("--out", default="results/bench", metavar="DIR", help="output folder (default: results/bench)")
+    p.add_argument("--skip-scaling", action="store_true",
+                   help="skip the epoch-time scaling on DialogSum (needs the data)")
+    p.add_argument("--full-epoch", action="store_true",
+                   help="time complete epochs for the scaling figures instead of sampled updates (minutes)")
+    p.add_argument("--threads", type=_positive_int, metavar="N", help="torch CPU threads (default: torch's)")
+    p.add_argument("--data-dir", help="folder containing dialogsum/ (default: the usual search)")
     p.add_argument("--debug", action="store_true")
     return ap
 
@@ -107,13 +156,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
     if not args.cmd:
         ap.print_help()
         return EXIT_USAGE
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
-                "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params}[args.cmd](args) or 0
+                "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench}[args.cmd](args) or 0
     except KeyboardInterrupt:
+        if os.environ.get("RANK", "0") != "0":
+            return 130  # a DDP worker other than rank 0: rank 0 says how to resume
         if args.cmd == "run":
             argv_ = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--resume", "--force")]
             print(f"\ninterrupted. Training state up to the last checkpoint is kept; continue with:\n"
@@ -127,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         from seq2seq_zoo.registry import UnknownName
         from seq2seq_zoo.train.loop import TrainingStopped
         from seq2seq_zoo.utils import UnsafeCheckpoint
-        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError, UnsafeCheckpoint)
+        from seq2seq_zoo.runner import InitError
+        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError, UnsafeCheckpoint,
+                InitError)
         try:
             from seq2seq_zoo.data.download import DownloadError
             user = user + (DownloadError,)
@@ -145,17 +199,23 @@ def cmd_run(args) -> int:
     from seq2seq_zoo.config import load_experiment
     from seq2seq_zoo.report import build_report
     from seq2seq_zoo.runner import run
+    from seq2seq_zoo.train import distributed
 
+    if args.nproc > 1 and not distributed.launched():
+        return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
+    ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
     profile = _profile(args)
     exp = load_experiment(args.experiment, profile=profile, only=args.only)
     if args.device:
         for s in exp.runs:
             s.train.device = args.device
     exp_dir = Path(args.results) / exp.name
-    locks = _acquire_locks([exp_dir / s.name for s in exp.runs])
+    locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
     try:
         t0 = time.perf_counter()
         names = [s.name for s in exp.runs]
+        # a run's place in the tables is its place in the file, also when --only trains a subset
+        order = [s.name for s in load_experiment(args.experiment, profile=profile).runs] if args.only else names
         print(f"experiment {exp.name}: {len(exp.runs)} run(s): {', '.join(names)}"
               + (f" [profile {profile}]" if profile else ""))
         for i, spec in enumerate(exp.runs):
@@ -170,19 +230,38 @@ def cmd_run(args) -> int:
             if args.force and not args.resume:
                 for f in ("last.pt", "best.pt"):
                     (out / "checkpoints" / f).unlink(missing_ok=True)
-            all_order = names.index(spec.name)
+            all_order = order.index(spec.name)
             cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
             record = run(spec, out, data_dir=args.data_dir, resume=args.resume, progress=not args.no_progress,
                          order=all_order, command=cmd)
+            if record is None:  # DDP rank > 0: rank 0 writes the results
+                continue
             sc = record["eval"]["scores"]
             print(f"[{spec.name}] done in {record['wall_seconds']:.0f}s: ROUGE-1 {sc.get('rouge1', 0):.2f} "
                   f"ROUGE-2 {sc.get('rouge2', 0):.2f} ROUGE-L {sc.get('rougeL', 0):.2f}")
+        if ddp is not None and not ddp.is_main:
+            return 0
+        _decode_sweep(exp, exp_dir, args)
         paths = build_report(exp_dir)
         print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
     finally:
         for lock in locks:
             lock.unlink(missing_ok=True)
+        distributed.shutdown()
     return 0
+
+
+def _decode_sweep(exp, exp_dir: Path, args) -> None:
+    """[[decode]] entries: re-decode every finished run's best checkpoint with each entry's settings
+    (entries already decoded from the same checkpoint with the same settings are skipped)."""
+    if not exp.decodes:
+        return
+    from seq2seq_zoo.evaluation import run_decodes
+    cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
+    for spec in exp.runs:
+        if (exp_dir / spec.name / "record.json").exists():
+            run_decodes(exp_dir / spec.name, [(v.name, v.overrides) for v in exp.decodes], data_dir=args.data_dir,
+                        config_dir=spec.data_dir, device=args.device, progress=not args.no_progress, command=cmd)
 
 
 def _profile(args) -> str | None:
@@ -339,9 +418,45 @@ def cmd_params(args) -> int:
 def cmd_eval(args) -> int:
     from seq2seq_zoo.metrics import evaluate
     from seq2seq_zoo.results import read_predictions
+    if args.decode is not None:
+        return _eval_decode(args)
+    if args.name or args.force:
+        raise UserError("--name and --force go with --decode (re-decoding); without it `zoo eval` only re-scores")
     rows = read_predictions(Path(args.run_dir))
-    scores, settings = evaluate([r["prediction"] for r in rows], [r["references"] for r in rows], args.metrics)
+    scores, settings = evaluate([r["prediction"] for r in rows], [r["references"] for r in rows],
+                                args.metrics or ["rouge"])
     print(json.dumps({"n_examples": len(rows), "scores": scores, "settings": settings}, indent=2))
+    return 0
+
+
+
+def _eval_decode(args) -> int:
+    """zoo eval RUN_DIR --decode k=v,... [--name NAME]: one decoding variant of a finished run."""
+    from seq2seq_zoo.evaluation import parse_variant_arg, run_decodes
+    run_dir = Path(args.run_dir)
+    name, over = parse_variant_arg(args.decode, args.name)
+    if args.metrics:
+        raise UserError("--metrics goes without --decode; a re-decoded run is scored with its own eval.metrics")
+    recs = run_decodes(run_dir, [(name, over)], data_dir=args.data_dir, device=args.device, force=args.force,
+                       on_change="error", progress=not args.no_progress, command="zoo " + " ".join(sys.argv[1:]),
+                       order_base=1000, log=lambda m: print(m, file=sys.stderr))
+    if recs:
+        print(json.dumps({"run": recs[0]["run"], "decode": name, "n_examples": recs[0]["eval"]["n_examples"],
+                          "scores": recs[0]["eval"]["scores"],
+                          "train_sample": (recs[0]["train_sample"] or {}).get("scores")}, indent=2))
+    exp_dir = run_dir.resolve().parent
+    if any(exp_dir.glob("*/record.json")):
+        from seq2seq_zoo.report import build_report
+        paths = build_report(exp_dir)
+        print(f"{exp_dir}: wrote {', '.join(p.name for p in paths)}", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------- bench
+def cmd_bench(args) -> int:
+    from seq2seq_zoo.bench import run_bench
+    run_bench(args.out, quick=args.quick, devices=args.device, scaling=not args.skip_scaling, threads=args.threads,
+              data_dir=args.data_dir, full_epoch=args.full_epoch, command="zoo " + " ".join(args.argv))
     return 0
 
 

@@ -69,6 +69,15 @@ class TrainConfig:
     checkpoint_every: int = 0                     # also checkpoint every N updates (0 = per epoch only)
     max_steps: int = 0                            # stop after N updates (0 = no limit)
     objective: str = "ce"
+    init_from: str | None = None                  # start from a trained run's best weights (and vocabulary):
+                                                  # "results/<exp>/<run>", a run name of this experiment, or a .pt
+    val_metric: str = "loss"                      # what picks best.pt: loss | rouge1 | rouge2 | rougeL (greedy decode)
+    val_max: int = 0                              # decode-based validation on the first N examples (0 = all)
+    rl_reward: str = "rouge1"                     # scst reward: a ROUGE F1 or a mix, "0.5*rouge1+0.5*rougeL"
+    rl_gamma: float = 0.9984                      # scst: loss = gamma * L_rl + (1 - gamma) * L_ce
+    rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
+    rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
+    rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
 
@@ -83,6 +92,7 @@ class DecodeConfig:
     max_len: int = 60
     no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
     repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
 
 
@@ -94,6 +104,10 @@ class EvalConfig:
     bertscore_model: str = "auto"                 # auto: roberta-large if cached, else all-MiniLM-L6-v2
     bertscore_layers: int | None = None
     bertscore_batch_size: int = 64
+    train_sample: float = 0.0                     # also decode + score this fraction of the training split
+                                                  # (0.05 = the seeds' 1/20 sample), drawn with the run seed
+    examples: list[str] | None = None             # ids (train or eval split) shown in the report; None =
+    examples_per_split: int = 2                   # this many per split, picked with a fixed seed (0)
 
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
@@ -142,6 +156,17 @@ class Experiment:
     description: str = ""
     profile: str | None = None
     raw: dict = field(default_factory=dict)
+    decodes: list[DecodeVariant] = field(default_factory=list)   # [[decode]] entries (the sweep)
+
+
+@dataclass
+class DecodeVariant:
+    """One [[decode]] entry: re-decode every run's best checkpoint with these decode.* overrides."""
+    name: str
+    overrides: dict[str, Any]
+
+    def apply(self, base: DecodeConfig) -> DecodeConfig:
+        return dataclasses.replace(base, **copy.deepcopy(self.overrides))
 
 
 # --------------------------------------------------------------------------------------------- checks
@@ -151,7 +176,8 @@ def _line_of(text: str, key: str) -> int | None:
     if key.startswith("[") and key.endswith("]"):  # a table header
         h = re.search(rf"^[ \t]*\[+[ \t]*{re.escape(key.strip('[]'))}[ \t]*\]+", text, re.M)
         return text.count("\n", 0, h.start()) + 1 if h else None
-    m = re.match(r"runs\[(\d+)\]\.?(.*)", key)
+    m = re.match(r"(runs|decode)\[(\d+)\]\.?(.*)", key)  # the i-th [[runs]] or [[decode]] entry
+    array = m.group(1) if m else "runs"
     start, end = 0, len(text)
     table = re.match(r"(experiment|grid|profiles\.[\w-]+)\.(.+)", key)
     if table and not m:  # search inside that table first
@@ -165,13 +191,15 @@ def _line_of(text: str, key: str) -> int | None:
             if found:
                 return text.count("\n", 0, found.start()) + 1
     if m:
-        heads = list(re.finditer(r"^[ \t]*\[\[\s*runs\s*\]\]", text, re.M))
-        i = int(m.group(1))
+        heads = list(re.finditer(rf"^[ \t]*\[\[\s*{array}\s*\]\]", text, re.M))
+        i = int(m.group(2))
         if i < len(heads):
             start = heads[i].start()
-            end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        key = m.group(2) or "[[runs]]"
-        if key == "[[runs]]":
+            # the entry ends at the next header that is not one of its sub-tables ([runs.train])
+            nxt = re.compile(rf"^[ \t]*\[+[ \t]*(?!{array}[ \t]*\.)", re.M).search(text, heads[i].end())
+            end = nxt.start() if nxt else len(text)
+        key = m.group(3) or f"[[{array}]]"
+        if key == f"[[{array}]]":
             return text.count("\n", 0, start) + 1 if heads else None
     last = re.escape(key.split(".")[-1])
     pat = re.compile(rf"^[ \t]*(?:[\w.]*\.)?{last}[ \t]*=|^[ \t]*\[+[ \t]*(?:[\w.]*\.)?{last}[ \t]*\]+", re.M)
@@ -227,6 +255,15 @@ _RANGES = {
     "vocab_size": (lambda v: v is None or v >= 5, "must be >= 5"),
     "min_freq": (lambda v: v >= 1, "must be >= 1"),
     "repetition_penalty": (lambda v: v > 0, "must be > 0"),
+    "train_sample": (lambda v: 0 <= v <= 1, "must be a fraction in [0, 1] (0.05 = 1/20 of the training split)"),
+    "examples_per_split": (lambda v: v >= 0, "must be >= 0"),
+    "coverage_penalty": (lambda v: v >= 0, "must be >= 0"),
+    "rl_gamma": (lambda v: 0 <= v <= 1, "must be in [0, 1]"),
+    "rl_gamma_end": (lambda v: v is None or 0 <= v <= 1, "must be in [0, 1]"),
+    "rl_max_len": (lambda v: v >= 1, "must be >= 1"),
+    "rl_repetition_penalty": (lambda v: v >= 0, "must be >= 0"),
+    "val_max": (lambda v: v >= 0, "must be >= 0"),
+    "cov_loss_weight": (lambda v: v >= 0, "must be >= 0"),
     "clip_norm": (lambda v: v >= 0, "must be >= 0"),
     "eps": (lambda v: v > 0, "must be > 0"),
     "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
@@ -241,6 +278,7 @@ _CHOICES = {
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
     "activation": ("relu", "gelu"),
+    "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }
 
 
@@ -259,6 +297,12 @@ def _check_value(ctx: _Ctx, key: str, value) -> None:
         if value.startswith("pretrained:") and not Path(value.split(":", 1)[1]).is_file():
             raise ctx.fail(key, f"embeddings file {value.split(':', 1)[1]!r} not found (relative paths are taken "
                            "from the folder you run zoo in)")
+    if leaf == "rl_reward":
+        from seq2seq_zoo.train.rewards import parse_reward
+        try:
+            parse_reward(value)
+        except ValueError as e:
+            raise ctx.fail(key, str(e)) from None
     if leaf in _CHOICES and value not in _CHOICES[leaf]:
         raise ctx.fail(key, f"{value!r} is not one of {', '.join(_CHOICES[leaf])}.{did_you_mean(value, _CHOICES[leaf])}")
 
@@ -368,8 +412,11 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: TOML syntax error: {e}") from None
     for k in raw:
+        if k == "decode" and isinstance(raw[k], list):  # [[decode]] entries: a decoding sweep
+            continue
         if k not in TOP_KEYS:
-            hint = " (decoding settings go in [defaults.decode] or a run's decode.* keys)" if k == "decode" else ""
+            hint = (" (the runs' own decoding goes in [defaults.decode] or a run's decode.* keys; a decoding "
+                    "sweep is [[decode]] entries, each with a name and the settings it changes)") if k == "decode" else ""
             raise ctx.fail(f"[{k}]", f"unknown section{hint}.{did_you_mean(k, TOP_KEYS)} "
                            f"Valid: {', '.join(sorted(TOP_KEYS))}")
     exp = raw.get("experiment", {})
@@ -418,6 +465,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             raise ctx.fail(f"runs[{i}]", "every [[runs]] entry needs a name")
         if not isinstance(run["name"], str) or not re.fullmatch(r"[\w.-]+", run["name"]):
             raise ctx.fail(f"runs[{i}].name", f"{run['name']!r} must be a plain name (letters, digits, _ . -)")
+        run = _with_run_profile(ctx, i, run, profiles, profile)
         for combo in combos:
             merged = _merge(defaults, run)
             merged = _merge(merged, _unflatten(combo))
@@ -431,6 +479,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
+    decodes = _decode_variants(ctx, raw.get("decode", []), specs)
     if only:
         names = [s.name for s in specs]
         for o in only:
@@ -438,7 +487,77 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 raise ConfigError(f"{path}: no run named '{o}'.{did_you_mean(o, names)} Runs: {', '.join(names)}")
         specs = [s for s in specs if s.name in only]
     return Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
-                      description=exp.get("description", ""), profile=profile, raw=raw)
+                      description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes)
+
+
+DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables
+
+
+def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
+    """[[decode]] entries: a plain unique name plus decode.* keys, checked like [defaults.decode] and
+    against every run (decode.max_len may not exceed a run's data.max_tgt_len)."""
+    out: list[DecodeVariant] = []
+    for i, entry in enumerate(entries):
+        label = f"decode[{i}]"
+        if not isinstance(entry, dict):
+            raise ctx.fail(label, "must be an array of tables ([[decode]] with name = \"...\" and decode keys)")
+        over = dict(entry)
+        name = over.pop("name", None)
+        if name is None:
+            raise ctx.fail(label, "every [[decode]] entry needs a name (it labels the table rows)")
+        if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name):
+            raise ctx.fail(f"{label}.name", f"{name!r} must be a plain name (letters, digits, _ . -)")
+        if name == DEFAULT_DECODE_NAME or name in {v.name for v in out}:
+            what = "is the name of the runs' own decoding" if name == DEFAULT_DECODE_NAME else "is used twice"
+            raise ctx.fail(f"{label}.name", f"duplicate decode name '{name}': it {what}; names must be unique")
+        if not over:
+            raise ctx.fail(label, f"[[decode]] '{name}' changes nothing; give decode keys "
+                           f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
+        _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
+        for spec in specs:
+            cfg = dataclasses.replace(spec.decode, **over)
+            if cfg.max_len > spec.data.max_tgt_len:
+                raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
+                               f"decode '{name}': max_len {cfg.max_len} exceeds data.max_tgt_len "
+                               f"({spec.data.max_tgt_len}) of run '{spec.name}'")
+        out.append(DecodeVariant(name, over))
+    return out
+
+
+def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]:
+    """``beam_size=8,length_penalty=1.0,method=greedy`` -> checked decode.* overrides (values are TOML
+    values; a bare word is a string)."""
+    over: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if "=" not in part:
+            raise ConfigError(f"{where}: {part!r} is not KEY=VALUE (e.g. beam_size=8,length_penalty=1.0)")
+        k, v = (x.strip() for x in part.split("=", 1))
+        try:
+            over[k] = tomllib.loads(f"v = {v}")["v"]
+        except tomllib.TOMLDecodeError:
+            over[k] = v
+    if not over:
+        raise ConfigError(f"{where}: no decode settings given (e.g. beam_size=8,length_penalty=1.0)")
+    ctx = _Ctx(Path(where), "")
+    _build(DecodeConfig, over, "decode", ctx)
+    return over
+
+
+def _with_run_profile(ctx: _Ctx, i: int, run: dict, profiles: dict, profile: str | None) -> dict:
+    """A run's own profile overrides, ``[runs.profiles.NAME]`` after its ``[[runs]]`` header: applied on top
+    of the run when ``--profile NAME`` is chosen (defaults <- [profiles.NAME] <- run <- run's profile), so
+    runs that differ in size can each have their own small profile."""
+    run = dict(run)
+    own = run.pop("profiles", {})
+    if not isinstance(own, dict) or not all(isinstance(v, dict) for v in own.values()):
+        raise ctx.fail(f"runs[{i}].profiles", "must be tables: [runs.profiles.NAME] with overrides of this run")
+    for pname in own:
+        if pname not in profiles:
+            raise ctx.fail(f"runs[{i}].profiles.{pname}", f"profile '{pname}' of run '{run['name']}' is not defined at top "
+                           f"level ([profiles.{pname}]).{did_you_mean(pname, profiles)}")
+    return _merge(run, own[profile]) if profile in own else run
 
 
 def _unflatten(flat: dict) -> dict:

@@ -22,16 +22,25 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         sc = r["eval"]["scores"]
         tr = r["train"]
         row = {"run": r["run"]}
+        if any("_decode" in x for x in records):  # re-decoded variants ([[decode]], zoo eval --decode)
+            row["decode"] = r.get("_decode", "default")
+        if len({decode_label(x["eval"]["decode"]) for x in records}) > 1:
+            row["decoding"] = decode_label(r["eval"]["decode"])
         if len(datasets) > 1:
             row["dataset"] = r["data"]["dataset"]
         row["model"] = r["model"]
         for k in varying:
             row[k] = o.get(k, "")
+        row.update(_varying_settings(r, records))  # schedule, label smoothing, lengths, ... where runs differ
         row["seed"] = r["seed"]
         row["params"] = r["params"]["total"]
         for key, label in SCORE_COLUMNS:
             if key in sc:
                 row[label] = sc[key]
+        copying = r["eval"].get("copying")
+        if copying:  # copy models: mean p_gen over generated words, share of copied OOV words
+            row["p_gen"] = copying["p_gen_mean"]
+            row["copied OOV"] = copying["copied_oov_share"]
         row["best val loss"] = tr["best_val_loss"]
         row["epochs"] = tr["epochs_run"]
         row["train min"] = tr["train_seconds"] / 60
@@ -43,6 +52,47 @@ def results_table(records: list[dict]) -> pd.DataFrame:
     rest = [c for c in df.columns if c not in scores]
     cut = rest.index("params") + 1
     return df[rest[:cut] + scores + rest[cut:]]
+
+
+_SCHEDULE_KEYS = ("schedule", "lr", "warmup", "lr_factor")
+_QUIET_KEYS = {"device", "threads", "checkpoint_every", "val_every", "precision"}
+
+
+def schedule_label(t: dict) -> str:
+    if t["schedule"] == "noam":
+        return f"noam, warmup {t['warmup']}, factor {t['lr_factor']}"
+    if t["schedule"] == "warmup_constant":
+        return f"warmup {t['warmup']} to lr {t['lr']}"
+    return f"{t['schedule']}, lr {t['lr']}"
+
+
+def _varying_settings(r: dict, records: list[dict]) -> dict:
+    """train.* and data.* settings that differ between the runs of a table (the LR schedule as one column)."""
+    out = {}
+    trains = [x["spec"].get("train", {}) for x in records]
+    if trains and all("schedule" in t for t in trains) and len({schedule_label(t) for t in trains}) > 1:
+        out["schedule"] = schedule_label(r["spec"]["train"])
+    for sec in ("train", "data"):
+        if sec == "data" and len({x["data"]["dataset"] for x in records}) > 1:
+            continue  # different corpora differ in their data settings anyway
+        vals = [x["spec"].get(sec, {}) for x in records]
+        for k in dict.fromkeys(k for v in vals for k in v):
+            if k in _QUIET_KEYS or k in _SCHEDULE_KEYS or k == "dataset" or k in out:
+                continue
+            if len({repr(v.get(k)) for v in vals}) > 1:
+                val = r["spec"].get(sec, {}).get(k, "")
+                out[k] = "" if val is None else str(val) if isinstance(val, list) else val
+    return out
+
+
+def decode_label(d: dict) -> str:
+    """Every decoding option in a few words (the exact formulas are in the settings lines)."""
+    head = "greedy" if d["method"] == "greedy" else (
+        f"beam {d['beam_size']}, lp " + ("none" if d["length_penalty_style"] == "none" or not d["length_penalty"]
+                                         else f"{d['length_penalty_style']} {d['length_penalty']}"))
+    text = (f"{head}, len {d['min_len']}-{d['max_len']}, no-repeat {d['no_repeat_ngram']}, "
+            f"rep. pen. {d['repetition_penalty']}")
+    return text + (f", cov. pen. {d['coverage_penalty']}" if d.get("coverage_penalty") else "")
 
 
 def params_table(records: list[dict]) -> pd.DataFrame:
@@ -66,10 +116,12 @@ def val_loss_table(records: list[dict]) -> pd.DataFrame:
 
 def _digits(col: str, default: int) -> int:
     col = str(col)
-    if col.startswith("BERTScore") or "loss" in col or col.startswith("rep.") or col == "UNK ratio":
+    if col.startswith("BERTScore") or "loss" in col or col.startswith("rep.") or col in ("UNK ratio", "copied OOV"):
         return 4
     if col == "tok/s":
         return 0
+    if col == "p_gen":
+        return 3
     if col in ("train min", "len"):
         return 1
     return default

@@ -18,8 +18,9 @@ from tqdm.auto import tqdm
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
+from seq2seq_zoo.train.distributed import LOCAL
 from seq2seq_zoo.train.objectives import token_losses
-from seq2seq_zoo.utils import atomic_torch_save, cpu_has_fast_bf16, load_checkpoint
+from seq2seq_zoo.utils import cpu_has_fast_bf16, load_checkpoint
 
 
 class TrainingStopped(RuntimeError):
@@ -46,12 +47,13 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
 
 
 @torch.no_grad()
-def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype) -> float:
-    """Mean token NLL (no label smoothing) over a split."""
+def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype, dist=None) -> float:
+    """Mean token NLL (no label smoothing) over a split (sharded over the ranks of a DDP run)."""
+    dist = dist or LOCAL
     was = model.training
     model.eval()
     nll, n = 0.0, 0
-    for _, batch in iterate(data, bucket_batches(data, batch_size, shuffle=False)):
+    for _, batch in iterate(data, bucket_batches(data, batch_size, shuffle=False)[dist.rank::dist.world_size]):
         batch.to(device)
         with autocast(device, dtype):
             out = model(batch)
@@ -59,6 +61,7 @@ def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dty
         nll += float(s)
         n += k
     model.train(was)
+    nll, n = dist.sum(nll, n)
     return nll / max(n, 1)
 
 
@@ -78,9 +81,26 @@ class LoopState:
     val_curve: list[dict] = field(default_factory=list)    # one row per validation
     stopped_early: bool = False
     finished: bool = False
+    best_score: float | None = None  # val_metric at best.pt when it is a decode metric (higher is better)
+    objective_stats: dict = field(default_factory=dict)     # e.g. SCST rewards and reward time
 
     def to_dict(self):
         return dict(self.__dict__)
+
+
+def build_optimizer(params, cfg: TrainConfig, lr: float | None = None) -> torch.optim.Optimizer:
+    """Adam or AdamW; the fused kernel (one pass over all tensors) where every parameter's device has one,
+    which halves the optimizer's time on CPU and GPU alike."""
+    params = list(params)
+    opt_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    try:
+        from torch.optim.optimizer import _get_fused_kernels_supported_devices
+        devices = set(_get_fused_kernels_supported_devices())
+    except ImportError:  # private helper; these two have had fused Adam since torch 2.4
+        devices = {"cpu", "cuda"}
+    fused = bool(params) and all(p.device.type in devices and p.is_floating_point() for p in params)
+    return opt_cls(params, lr=cfg.lr if lr is None else lr, betas=tuple(cfg.betas), eps=cfg.eps,
+                   weight_decay=cfg.weight_decay, fused=fused or None)
 
 
 def lr_at(cfg: TrainConfig, step: int, d_model: int | None) -> float:
@@ -90,22 +110,26 @@ def lr_at(cfg: TrainConfig, step: int, d_model: int | None) -> float:
 
 def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: TrainConfig, *, seed: int,
         ckpt_dir: Path, device: torch.device, resume: bool = False, progress: bool = True,
-        log: Callable[[str], None] = print, extra_state: dict | None = None) -> LoopState:
+        log: Callable[[str], None] = print, extra_state: dict | None = None, dist=None, vocab=None) -> LoopState:
+    """``dist``: a ``train.distributed.DDPContext`` for one rank of a data-parallel run (default: one process)."""
+    dist = dist or LOCAL
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     dtype = autocast_dtype(cfg.precision, device)
     d_model = getattr(model, "d_model", None) or _guess_d_model(model)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    optimizer = opt_cls(params, lr=lr_at(cfg, 1, d_model), betas=tuple(cfg.betas), eps=cfg.eps,
-                        weight_decay=cfg.weight_decay)
-    objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing)
+    optimizer = build_optimizer(params, cfg, lr=lr_at(cfg, 1, d_model))
+    # objectives that decode (SCST) need the vocabulary to score text
+    objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing, cfg=cfg, vocab=vocab)
+    if cfg.val_metric != "loss" and vocab is None:
+        raise ValueError(f"train.val_metric = {cfg.val_metric!r} decodes the validation set and needs the vocabulary")
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     st = LoopState()
     torch.manual_seed(seed)
+    net = dist.wrap(model, train_data, device, dtype)  # DDP wrapper; the model itself in one process
 
     last = ckpt_dir / "last.pt"
-    if resume and last.exists():
+    if resume and dist.agree(last.exists()):
         ck = load_checkpoint(last)
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
@@ -115,18 +139,19 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
         torch.set_rng_state(ck["rng"])
         if device.type == "cuda" and ck.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(ck["cuda_rng"])
+        dist.load_rng(ck)
         log(f"resumed from {last}: epoch {st.epoch + 1}, batch {st.batch}, step {st.step}")
         st.finished = st.epoch >= cfg.epochs or st.stopped_early  # epochs may have been raised since
         if st.finished:
             return st
 
     def save(path: Path):
-        atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                           "scaler": scaler.state_dict(), "loop": st.to_dict(), "rng": torch.get_rng_state(),
-                           "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
-                           **(extra_state or {})}, path)
+        dist.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                   "scaler": scaler.state_dict(), "loop": st.to_dict(), "rng": torch.get_rng_state(),
+                   "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
+                   **(extra_state or {})}, path)  # DDP: rank 0 writes, with every rank's RNG state
 
-    interrupted = {"flag": False}
+    interrupted = dist.interrupt_flag()  # {"flag": False}
 
     def on_sigint(signum, frame):  # finish the current step, save, then stop
         interrupted["flag"] = True
@@ -144,21 +169,27 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                        disable=None if progress else True, leave=False, dynamic_ncols=True)
             t0 = time.perf_counter()
             last_log = t0
-            for k, batch in iterate(train_data, batches, st.batch):
+            for k, batch in dist.iterate(train_data, batches, st.batch, cfg.accum_steps):
                 batch.to(device)
+                if hasattr(objective, "progress"):  # e.g. SCST's gamma ramp
+                    objective.progress = st.step / max(_total_steps(cfg, len(batches)), 1)
                 with autocast(device, dtype):
-                    loss, stats = objective(model, batch)
-                if not torch.isfinite(loss):
+                    loss, stats = objective(net, batch)
+                loss, stats = dist.reduce(loss, stats, batch, interrupted)  # DDP: the global batch's loss
+                scaler.scale(loss / cfg.accum_steps).backward()
+                loss_value = float(loss.detach())  # the loop's one host sync per step, after backward is queued
+                if not math.isfinite(loss_value):  # raised before the update: the weights stay as they were
                     kept = (f"the last good checkpoint is kept in {last}" if last.exists()
                             else "no checkpoint had been written yet")
                     raise TrainingStopped(
-                        f"non-finite loss ({float(loss.detach())}) at epoch {st.epoch + 1}, step {st.step}; {kept}. "
+                        f"non-finite loss ({loss_value}) at epoch {st.epoch + 1}, step {st.step}; {kept}. "
                         "Lower the learning rate or use train.precision = \"fp32\".")
-                scaler.scale(loss / cfg.accum_steps).backward()
-                n_tok = batch.n_tokens()
-                row["train_loss_sum"] += float(loss.detach()) * stats["tokens"]
+                n_tok = stats.get("batch_tokens") or batch.n_tokens()
+                row["train_loss_sum"] += loss_value * stats["tokens"]
                 row["train_tokens"] += stats["tokens"]
                 st.train_tokens += n_tok
+                if hasattr(objective, "summary"):
+                    st.objective_stats = objective.summary()
                 st.batch = k + 1
                 if st.batch % cfg.accum_steps == 0 or st.batch == len(batches):
                     st.step += 1
@@ -173,7 +204,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                     optimizer.zero_grad(set_to_none=True)
                     row["lr"] = lr
                     if cfg.val_every and st.step % cfg.val_every == 0:
-                        t0 += _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log)
+                        t0 += _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, dist, vocab)
                     if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
                         _timed_save(st, row, t0, save, last)
                         t0 = time.perf_counter()
@@ -182,11 +213,11 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 now = time.perf_counter()
                 tok_s = st.train_tokens / max(st.train_seconds + now - t0, 1e-9)
                 bar.update(1)
-                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tok_s:.0f}", lr=f"{row.get('lr', 0):.2e}")
+                bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:.0f}", lr=f"{row.get('lr', 0):.2e}")
                 if bar.disable and now - last_log > 60:  # no bar (log file, --no-progress): a line a minute
                     last_log = now
                     log(f"  epoch {st.epoch + 1} batch {st.batch}/{len(batches)} step {st.step}: "
-                        f"loss {float(loss.detach()):.3f}, {tok_s:.0f} tok/s")
+                        f"loss {loss_value:.3f}, {tok_s:.0f} tok/s")
                 if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
                     break  # only at an update boundary, so the saved state resumes exactly
             bar.close()
@@ -200,7 +231,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             row["tokens_per_s"] = st.train_tokens / max(st.train_seconds, 1e-9)
             row["step"] = st.step
             if not cfg.val_every or not st.val_curve or st.val_curve[-1]["step"] != st.step:
-                _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log)
+                _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, dist, vocab)
             row["val_loss"] = st.val_curve[-1]["val_loss"]
             log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
                 f"{row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
@@ -226,12 +257,31 @@ def _timed_save(st, row, t0, save, path):
     save(path)
 
 
-def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log):
+def _total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
+    per_epoch = math.ceil(batches_per_epoch / cfg.accum_steps)
+    total = per_epoch * cfg.epochs
+    return min(total, cfg.max_steps) if cfg.max_steps else total
+
+
+def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log, dist=None, vocab=None):
     t0 = time.perf_counter()
-    v = validation_loss(model, val_data, cfg.batch_size, device, dtype)
-    st.val_curve.append({"step": st.step, "epoch": st.epoch + 1, "val_loss": v})
-    if v < st.best_val - 1e-6:
+    v = validation_loss(model, val_data, cfg.batch_size, device, dtype, dist)
+    point = {"step": st.step, "epoch": st.epoch + 1, "val_loss": v}
+    if cfg.val_metric != "loss":  # best.pt by a decode metric (higher is better), e.g. SCST's ROUGE-1
+        score = validation_score(model, val_data[: cfg.val_max or None], vocab, cfg, device, dtype)
+        point[f"val_{cfg.val_metric}"] = score
+        better = st.best_score is None or score > st.best_score + 1e-9
+    else:
+        score = None
+        better = v < st.best_val - 1e-6
+    st.val_curve.append(point)
+    if dist is not None and score is not None:
+        better = dist.agree(better)  # DDP: every rank decoded; rank 0's decision holds, so all save alike
+    if score is not None:
+        log(f"  step {st.step}: validation {cfg.val_metric} {100 * score:.2f} (val loss {v:.4f})")
+    if better:
         st.best_val, st.best_step, st.bad_validations = v, st.step, 0
+        st.best_score = score
         save(ckpt_dir / "best.pt")
     else:
         st.bad_validations += 1
@@ -242,6 +292,24 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
     elapsed = time.perf_counter() - t0  # validation and best-checkpoint time: not training time
     st.val_seconds += elapsed
     return elapsed
+
+
+@torch.no_grad()
+def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> float:
+    """Mean ``cfg.val_metric`` F1 (0-1) of greedy decodes (up to ``cfg.rl_max_len`` tokens) against the
+    first reference."""
+    from seq2seq_zoo.train.objectives import _text, greedy_ids
+    from seq2seq_zoo.train.rewards import RewardFunction
+    reward = RewardFunction(cfg.val_metric)
+    total, n = 0.0, 0
+    for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, shuffle=False)):
+        batch.to(device)
+        with autocast(device, dtype):
+            ids = greedy_ids(model, batch, cfg.rl_max_len)
+        texts = [_text(vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
+        total += sum(reward(texts, [r[0] for r in batch.references]))
+        n += batch.size
+    return total / max(n, 1)
 
 
 def _guess_d_model(model) -> int | None:

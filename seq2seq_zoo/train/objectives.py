@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from seq2seq_zoo.data.vocab import PAD_ID, UNK_ID
+from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seq2seq_zoo.registry import register_objective
 
 
@@ -49,5 +49,130 @@ class CrossEntropy:
         stats = {"nll_sum": float(nll_sum.detach()), "tokens": n}
         for name, aux in out.aux_losses.items():
             loss = loss + aux
-            stats[name] = float(aux)
+            stats[name] = float(aux.detach())
         return loss, stats
+
+
+@torch.no_grad()
+def greedy_ids(model, batch, max_len: int) -> torch.Tensor:
+    """Greedy decode as a (B, T) tensor of ids, PAD after each sequence's EOS (EOS kept)."""
+    was = model.training
+    model.eval()
+    try:
+        ids, _ = _rollout(model, batch, max_len, sample=False)
+    finally:
+        model.train(was)
+    return ids
+
+
+def _rollout(model, batch, max_len: int, sample: bool, generator: torch.Generator | None = None):
+    """Decode step by step through the model's step interface. Returns ids (B, T) with PAD after EOS and,
+    when sampling, log p(y_t) (B, T) of the sampled tokens (0 at padding), with gradient."""
+    state = model.encode(batch)
+    B = batch.src.size(0)
+    device = batch.src.device
+    prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    ids, lps = [], []
+    for _ in range(max_len):
+        lp, state = model.decode_step(state, prev)
+        lp = lp.float()
+        if sample:  # multinomial, temperature 1
+            tok = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
+            lps.append(lp.gather(1, tok[:, None]).squeeze(1).masked_fill(done, 0.0))
+        else:
+            tok = lp.argmax(-1)
+        tok = tok.masked_fill(done, PAD_ID)           # nothing after EOS counts
+        ids.append(tok)
+        done = done | (tok == EOS_ID)
+        prev = tok.masked_fill(tok == PAD_ID, EOS_ID)
+        if bool(done.all()):
+            break
+    ids = torch.stack(ids, 1)
+    return ids, (torch.stack(lps, 1) if sample else None)
+
+
+def scst_loss(logp: torch.Tensor, sample_ids: torch.Tensor, r_sample: torch.Tensor,
+              r_greedy: torch.Tensor) -> torch.Tensor:
+    """loss_rl = mean_b (r(y^) - r(y^s)) * mean_t log p(y^s_t), over each sample's real tokens (its EOS
+    included, padding after it excluded). Minimising it raises log p(y^s) when the sample beats the greedy
+    baseline (r(y^s) > r(y^)) and lowers it otherwise (Rennie et al. 2017; Paulus et al. 2018, eq. 15)."""
+    real = (sample_ids != PAD_ID).float()
+    mean_logp = (logp * real).sum(1) / real.sum(1).clamp(min=1)
+    return ((r_greedy - r_sample).to(mean_logp.dtype) * mean_logp).mean()
+
+
+@register_objective("scst")
+class SelfCritical:
+    """Self-critical policy gradient (Rennie et al. 2017) with the mixed loss of Paulus et al. (2018):
+
+        loss = gamma * loss_rl + (1 - gamma) * loss_ce
+
+    y^s is sampled (multinomial, temperature 1) and y^ decoded greedily from the same model in the same
+    step; the reward is ``train.rl_reward`` against the first reference. ``gamma`` is ``train.rl_gamma``,
+    ramped linearly to ``train.rl_gamma_end`` over the run if that is set (the seed: 0.9 -> 1.0). Any model
+    with the step interface works; the loop passes it the vocabulary to turn ids into text.
+    """
+
+    def __init__(self, label_smoothing: float = 0.0, cfg=None, vocab=None, **_):
+        from seq2seq_zoo.train.rewards import RewardFunction
+        if vocab is None or cfg is None:
+            raise ValueError("the scst objective needs the training config and the vocabulary")
+        self.ce = CrossEntropy(label_smoothing)
+        self.vocab = vocab
+        self.gamma0 = cfg.rl_gamma
+        self.gamma1 = cfg.rl_gamma if cfg.rl_gamma_end is None else cfg.rl_gamma_end
+        self.max_len = cfg.rl_max_len
+        self.reward = RewardFunction(cfg.rl_reward, cfg.rl_repetition_penalty)
+        self.progress = 0.0  # share of the run done; the loop sets it before each step
+        self.totals = {"steps": 0, "reward_seconds": 0.0, "sample_reward": 0.0, "greedy_reward": 0.0,
+                       "examples": 0, "sample_len": 0.0}
+
+    @property
+    def gamma(self) -> float:
+        return self.gamma0 + (self.gamma1 - self.gamma0) * min(max(self.progress, 0.0), 1.0)
+
+    def rewards(self, ids: torch.Tensor, batch) -> torch.Tensor:
+        texts = [_text(self.vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
+        return torch.tensor(self.reward(texts, [r[0] for r in batch.references]), device=ids.device)
+
+    def __call__(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        import time
+        model = getattr(model, "module", model)   # the step interface, not a DDP wrapper
+        gamma = self.gamma
+        greedy = greedy_ids(model, batch, self.max_len)
+        sample, logp = _rollout(model, batch, self.max_len, sample=True)
+        t0 = time.perf_counter()
+        r_s, r_g = self.rewards(sample, batch), self.rewards(greedy, batch)
+        self.totals["reward_seconds"] += time.perf_counter() - t0
+        loss_rl = scst_loss(logp, sample, r_s, r_g)
+        if gamma < 1.0:
+            loss_ce, stats = self.ce(model, batch)
+            loss = gamma * loss_rl + (1.0 - gamma) * loss_ce
+        else:
+            tokens = int((batch.tgt_out != PAD_ID).sum())
+            loss, stats = loss_rl, {"nll_sum": 0.0, "tokens": tokens}
+        t = self.totals
+        t["steps"] += 1
+        t["examples"] += batch.size
+        t["sample_reward"] += float(r_s.sum())
+        t["greedy_reward"] += float(r_g.sum())
+        t["sample_len"] += float((sample != PAD_ID).sum())
+        stats.update(loss_rl=float(loss_rl.detach()), gamma=gamma)
+        return loss, stats
+
+    def summary(self) -> dict[str, float]:
+        t, n = self.totals, max(self.totals["examples"], 1)
+        return {"steps": t["steps"], "reward_seconds": t["reward_seconds"], "mean_sample_reward": t["sample_reward"] / n,
+                "mean_greedy_reward": t["greedy_reward"] / n, "mean_sample_len": t["sample_len"] / n,
+                "gamma_start": self.gamma0, "gamma_end": self.gamma1}
+
+
+def _text(vocab, row: list[int], oovs) -> str:
+    from seq2seq_zoo.train.rewards import ids_to_text
+    ids = []
+    for i in row:
+        if i in (EOS_ID, PAD_ID):
+            break
+        ids.append(i)
+    return ids_to_text(vocab, ids, oovs)

@@ -1,0 +1,231 @@
+"""Issue #7 parts 4-5: training over processes (DDP) and runs spread over invocations.
+
+- Two gloo processes train exactly like one process with the same global batch: per-batch losses,
+  validation losses and the weights after training agree to float tolerance, with gradient
+  accumulation, a batch smaller than the number of ranks (a stand-in shard) and a resume.
+- `zoo run --nproc 2` (torchrun underneath) writes the same record as `zoo run`, from rank 0 only.
+- `zoo run EXP --only A` and `--only B` (e.g. two cluster tasks) into one results folder merge into one
+  table, rows in the file's order.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import tiny_encoded, tiny_transformer, write_dialogsum
+from seq2seq_zoo.cli import main
+from seq2seq_zoo.config import TrainConfig
+from seq2seq_zoo.registry import register_objective
+from seq2seq_zoo.train.distributed import DDPContext, Single
+from seq2seq_zoo.train.loop import fit
+from seq2seq_zoo.train.objectives import CrossEntropy
+
+CPU = torch.device("cpu")
+
+# (name, TrainConfig overrides, resume after this many epochs or None), each run in 1 and in 2 processes
+CASES = [("plain", {}, None), ("accum2+resume", {"accum_steps": 2}, 1)]
+# DDP runs compared with the single-process run named last: an objective that calls the model without
+# the DDP wrapper (as SCST decodes through encode/decode_step) still gets its gradients averaged
+BYPASS = ("bypass+accum2", {"accum_steps": 2, "objective": "test_ce_bypassing_ddp"}, None, "accum2+resume")
+REFERENCE = {**{c[0]: c[0] for c in CASES}, BYPASS[0]: BYPASS[3]}
+
+
+class _CEBypassingDDP(CrossEntropy):
+    def __call__(self, model, batch):
+        return super().__call__(getattr(model, "module", model), batch)
+
+
+def _cfg(over: dict, epochs: int = 2) -> TrainConfig:
+    return TrainConfig(**{**dict(epochs=epochs, batch_size=4, lr=3e-3, eps=1e-6, precision="fp32", clip_norm=1.0),
+                          **over})
+
+
+def _train(ctx, ckpt: Path, over: dict, resume_after: int | None) -> dict:
+    """fit() on 17 tiny examples (4 batches of 4 and one of 1 per epoch: with 2 ranks the last batch
+    leaves rank 1 a stand-in), recording the loss the loop sees for every batch."""
+    vocab, train = tiny_encoded(17)
+    _, val = tiny_encoded(5, offset=1, vocab=vocab)
+    losses: list[float] = []
+    orig = ctx.reduce
+
+    def recording(loss, stats, batch, flag):
+        out = orig(loss, stats, batch, flag)
+        losses.append(float(out[0].detach()))
+        return out
+
+    ctx.reduce = recording
+    model = tiny_transformer(len(vocab), layers=1, max_src_len=64)
+    quiet = dict(seed=1, ckpt_dir=ckpt, device=CPU, progress=False, log=lambda *_: None, dist=ctx)
+    if resume_after:
+        fit(model, train, val, _cfg(over, resume_after), **quiet)
+        model = tiny_transformer(len(vocab), layers=1, max_src_len=64, seed=5)  # a new process: weights come from last.pt
+        st = fit(model, train, val, _cfg(over), resume=True, **quiet)
+    else:
+        st = fit(model, train, val, _cfg(over), **quiet)
+    return {"losses": losses, "val": [v["val_loss"] for v in st.val_curve], "steps": st.step,
+            "train_loss": [h["train_loss"] for h in st.history], "tokens": st.train_tokens,
+            "model": {k: v.clone() for k, v in model.state_dict().items()}}
+
+
+def _assert_same_weights(got: dict, want: dict, d_model: int = 16) -> None:
+    """Equal to float tolerance. Key-projection biases get a looser bound: their true gradient is exactly
+    zero (softmax ignores a shift of all scores), so what they get is float noise, summed in a different
+    order by DDP, and Adam divides it by its own tiny magnitude."""
+    for k, v in want.items():
+        g, v = got[k].clone(), v.clone()
+        key = slice(d_model, 2 * d_model) if k.endswith("in_proj.bias") else \
+            slice(0, d_model) if k.endswith("kv_proj.bias") else None
+        if key is not None:
+            torch.testing.assert_close(g[key], v[key], rtol=0, atol=3e-4, msg=k)
+            g[key] = v[key] = 0
+        torch.testing.assert_close(g, v, rtol=1e-4, atol=2e-5, msg=k)
+
+
+def _worker(rank: int, world: int, init_file: str, tmp: str) -> None:
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    register_objective("test_ce_bypassing_ddp")(_CEBypassingDDP)  # in the workers only
+    try:
+        out = {}
+        for name, over, resume_after in [*CASES, BYPASS[:3]]:
+            # a folder per rank where nothing is resumed: shows that rank 1 writes nothing
+            ckpt = Path(tmp) / name / (f"rank{rank}" if resume_after is None else "shared")
+            out[name] = _train(DDPContext(rank, world), ckpt, over, resume_after)
+        torch.save(out, Path(tmp) / f"out{rank}.pt")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def ddp_and_single(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ddp")
+    torch.multiprocessing.spawn(_worker, args=(2, str(tmp / "pg"), str(tmp)), nprocs=2, join=True)
+    single = {name: _train(Single(), tmp / "single" / name, over, None) for name, over, _ in CASES}
+    return tmp, single, torch.load(tmp / "out0.pt"), torch.load(tmp / "out1.pt")
+
+
+@pytest.mark.parametrize("case", list(REFERENCE))
+def test_two_gloo_processes_train_like_one_with_the_same_global_batch(ddp_and_single, case):
+    _, single, r0, r1 = ddp_and_single
+    one, two = single[REFERENCE[case]], r0[case]
+    assert len(two["losses"]) == len(one["losses"]) == 10          # 5 global batches x 2 epochs
+    assert two["steps"] == one["steps"]
+    assert two["tokens"] == one["tokens"]                           # global tokens, not rank 0's share
+    torch.testing.assert_close(torch.tensor(two["losses"]), torch.tensor(one["losses"]), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(two["val"]), torch.tensor(one["val"]), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(two["train_loss"]), torch.tensor(one["train_loss"]), rtol=1e-5,
+                               atol=1e-5)
+    _assert_same_weights(two["model"], one["model"])
+    for k, v in two["model"].items():
+        assert torch.equal(r1[case]["model"][k], v), k                 # the ranks hold identical weights
+    assert r1[case]["losses"] == two["losses"]                       # every rank sees the global loss
+
+
+def test_only_rank_0_writes_checkpoints(ddp_and_single):
+    tmp = ddp_and_single[0]
+    assert {p.name for p in (tmp / "plain" / "rank0").iterdir()} == {"best.pt", "last.pt"}
+    assert not (tmp / "plain" / "rank1").exists() or not any((tmp / "plain" / "rank1").iterdir())
+    ck = torch.load(tmp / "accum2+resume" / "shared" / "last.pt", weights_only=True)
+    assert len(ck["rng_ranks"]) == 2                                # every rank's RNG state, for exact resume
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+EXP = """\
+[experiment]
+name = "{name}"
+dataset = "dialogsum"
+metrics = ["rouge"]
+seeds = [2]
+
+[defaults]
+model = "transformer"
+d_model = 16
+d_ff = 32
+heads = 2
+layers = 1
+dropout = 0.0
+data.max_src_len = 64
+data.max_tgt_len = 24
+train.epochs = {epochs}
+train.batch_size = 4
+train.lr = 0.003
+train.eps = 1e-6
+train.precision = "fp32"
+train.threads = 1
+decode.beam_size = 2
+decode.max_len = 12
+{runs}"""
+
+
+def _exp(tmp: Path, name: str, runs: list[str], epochs: int = 1) -> Path:
+    path = tmp / f"{name}.toml"
+    path.write_text(EXP.format(name=name, epochs=epochs, runs="".join(f'\n[[runs]]\nname = "{r}"\n' for r in runs)),
+                    encoding="utf-8")
+    return path
+
+
+def _main(args) -> int:
+    threads = torch.get_num_threads()
+    try:
+        return main([str(a) for a in args])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _table(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_only_invocations_into_one_results_folder_merge_into_one_table(tmp_path, capsys):
+    data = write_dialogsum(tmp_path / "data", n_train=8, n_dev=2, n_test=2)
+    toml = _exp(tmp_path, "spread", ["zeta", "alpha"])   # file order is not alphabetical
+    R = tmp_path / "shared_results"
+    for run in ("alpha", "zeta"):                        # e.g. two cluster array tasks, in any order
+        assert _main(["run", toml, "--only", run, "--results", R, "--data-dir", data, "--no-progress"]) == 0
+    assert [r["run"] for r in _table(R / "spread" / "table.csv")] == ["zeta", "alpha"]
+    (R / "spread" / "table.csv").unlink()
+    assert _main(["report", "spread", "--results", R]) == 0
+    rows = _table(R / "spread" / "table.csv")
+    assert [r["run"] for r in rows] == ["zeta", "alpha"]
+    assert "| zeta " in (R / "spread" / "table.md").read_text(encoding="utf-8")
+    orders = {r: json.loads((R / "spread" / r / "record.json").read_text())["order"] for r in ("zeta", "alpha")}
+    assert orders == {"zeta": 0, "alpha": 1}
+
+
+@pytest.mark.slow
+def test_zoo_run_nproc_2_matches_one_process_and_only_rank_0_writes(tmp_path):
+    data = write_dialogsum(tmp_path / "data", n_train=9, n_dev=3, n_test=2)
+    toml = _exp(tmp_path, "ddp", ["r"], epochs=2)
+    common = ["--data-dir", data, "--no-progress"]
+    env = {k: v for k, v in os.environ.items() if k not in ("ZOO_DATA", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
+    p = subprocess.run([sys.executable, "-m", "seq2seq_zoo", "run", str(toml), "--nproc", "2",
+                        "--results", str(tmp_path / "R2"), *map(str, common)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("done in") == 1                     # ranks > 0 keep quiet
+    assert _main(["run", toml, "--results", tmp_path / "R1", *common]) == 0
+    one, two = (json.loads((tmp_path / R / "ddp" / "r" / "record.json").read_text()) for R in ("R1", "R2"))
+    assert two["train"]["world_size"] == 2 and one["train"]["world_size"] == 1
+    assert two["train"]["steps"] == one["train"]["steps"] == 6
+    assert two["train"]["train_tokens"] == one["train"]["train_tokens"]
+    for key in ("history", "val_curve"):
+        for a, b in zip(one["train"][key], two["train"][key]):
+            for k in ("train_loss", "val_loss"):
+                if k in a:
+                    assert b[k] == pytest.approx(a[k], rel=1e-5), (key, k)
+    ck1, ck2 = (torch.load(tmp_path / R / "ddp" / "r" / "checkpoints" / "best.pt", weights_only=True)["model"]
+                for R in ("R1", "R2"))
+    _assert_same_weights(ck2, ck1)
+    run_dir = tmp_path / "R2" / "ddp" / "r"
+    assert len((run_dir / "predictions.jsonl").read_text().splitlines()) == 2
+    assert not list(run_dir.rglob(".*.tmp")) and not (run_dir / ".lock").exists()
+    assert (tmp_path / "R2" / "ddp" / "table.csv").is_file()

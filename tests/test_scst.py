@@ -169,3 +169,12 @@ def test_scst_through_the_loop_with_rouge_validation(tmp_path):
     assert (tmp_path / "best.pt").exists()
     s = st.objective_stats
     assert s["steps"] == 4 and s["reward_seconds"] > 0 and 0 <= s["mean_greedy_reward"] <= 1
+
+
+def test_fine_tuning_scores_the_starting_point_first(tmp_path):
+    vocab, data, model, cfg = setup(rl_gamma=0.5, epochs=1, batch_size=4, val_every=2, val_metric="rouge1",
+                                    val_max=4, precision="fp32", init_from="some-run")
+    st = fit(model, data, data[:4], cfg, seed=0, ckpt_dir=tmp_path, device=CPU, progress=False,
+             log=lambda *a: None, vocab=vocab)
+    assert [p["step"] for p in st.val_curve] == [0, 2]
+    assert st.best_score == max(p["val_rouge1"] for p in st.val_curve)

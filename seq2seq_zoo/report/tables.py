@@ -99,6 +99,7 @@ def params_table(records: list[dict]) -> pd.DataFrame:
     """Trainable parameters per component (the seed paper's Tables 5, 8, 11, 14)."""
     rows = [{"run": r["run"], "model": r["model"], "vocab": r["data"]["vocab_size"], **r["params"]} for r in records]
     df = pd.DataFrame(rows).fillna(0)
+    df = df[[c for c in df.columns if c != "total"] + ["total"]]  # components first, whatever a model adds
     for c in df.columns[3:]:
         df[c] = df[c].map(lambda v: f"{int(v):,}")
     return df

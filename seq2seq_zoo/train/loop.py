@@ -158,6 +158,11 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
 
     old_handler = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
     model.train()
+    if cfg.init_from and cfg.val_metric != "loss" and st.step == 0 and not st.val_curve:
+        # fine-tuning from a checkpoint: score the starting point too (the first row of the seed's
+        # Table 28), and keep it as best.pt unless an update beats it
+        _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, dist, vocab)
+        model.train()
     try:
         while st.epoch < cfg.epochs and not st.stopped_early:
             batches = bucket_batches(train_data, cfg.batch_size, max_tokens=cfg.max_tokens, seed=seed, epoch=st.epoch)

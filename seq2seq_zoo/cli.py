@@ -147,13 +147,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the epoch-time scaling on DialogSum (needs the data)")
     p.add_argument("--full-epoch", action="store_true",
                    help="time complete epochs for the scaling figures instead of sampled updates (minutes)")
-    p.add_argument("--threads", type=_positive_int, metavar="N", help="torch CPU threads (default: torch's)")
+    p.add_argument("--compile", action="store_true",
+                   help="also time our Transformer's training step under torch.compile (compiling takes minutes)")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="torch CPU threads (default: torch's, lowered to the cores other processes leave free)")
     p.add_argument("--data-dir", help="folder containing dialogsum/ (default: the usual search)")
     p.add_argument("--debug", action="store_true")
     return ap
 
 
+def _passive_openmp_when_busy() -> None:
+    """On a machine whose other processes already keep the cores busy, OpenMP threads that spin while
+    waiting at a barrier steal the core from the sibling they wait for: measured on 2 shared cores
+    (load 4-5), a training step of the pe_ablation CPU profile took 5.0 s with torch's 2 threads, 0.65 s
+    with OMP_WAIT_POLICY=PASSIVE (same threads, same numbers) and 0.58 s with 1 thread. So when the
+    1-minute load average already exceeds half a core, waiting threads sleep instead of spinning. Must
+    run before torch is imported; an explicit OMP_WAIT_POLICY is left alone."""
+    if "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules or not hasattr(os, "getloadavg"):
+        return
+    try:
+        if os.getloadavg()[0] > 0.5:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _passive_openmp_when_busy()
     ap = build_parser()
     args = ap.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]
@@ -456,7 +476,8 @@ def _eval_decode(args) -> int:
 def cmd_bench(args) -> int:
     from seq2seq_zoo.bench import run_bench
     run_bench(args.out, quick=args.quick, devices=args.device, scaling=not args.skip_scaling, threads=args.threads,
-              data_dir=args.data_dir, full_epoch=args.full_epoch, command="zoo " + " ".join(args.argv))
+              data_dir=args.data_dir, full_epoch=args.full_epoch, with_compile=args.compile,
+              command="zoo " + " ".join(args.argv))
     return 0
 
 

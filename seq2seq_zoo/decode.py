@@ -114,19 +114,24 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
     prev = torch.full((B * K,), BOS_ID, dtype=torch.long, device=device)
     base = (torch.arange(B, device=device) * K).repeat_interleave(K)
     cpen = torch.zeros(B * K, device=device)            # coverage penalty of each hypothesis
+    use_cov = False
+    scale_len = cfg.length_penalty_style != "none" and cfg.length_penalty != 0  # else the penalty is 1
     for step in range(cfg.max_len):
         lp, state = model.decode_step(state, prev)
         cp = coverage_penalty(state, getattr(cfg, "coverage_penalty", 0.0))
         if cp is not None:
             cpen = torch.where(finished, cpen, cp)
+            use_cov = True
         lp = _adjust(lp.float(), tokens, step, cfg)
         V = lp.size(-1)
         # a finished hypothesis only extends with EOS at no cost: its score is frozen
-        lp = torch.where(finished[:, None], torch.full_like(lp, NEG), lp)
+        lp = lp.masked_fill(finished[:, None], NEG)
         lp[:, EOS_ID] = torch.where(finished, torch.zeros_like(lp[:, EOS_ID]), lp[:, EOS_ID])
         cand = scores[:, None] + lp                                         # (B*K, V)
         cand_len = torch.where(finished, lengths, torch.full_like(lengths, step + 1))
-        rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None] + cpen[:, None]
+        rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None] if scale_len else cand
+        if use_cov:  # (adding zeros would not change the ranking; skipped: two passes over (B*K, V) a step)
+            rank = rank + cpen[:, None]
         top_rank, top_idx = rank.view(B, K * V).topk(K, dim=-1)
         origin = (top_idx // V).view(-1) + base                            # flat index of the parent beam
         tok = (top_idx % V).view(-1)

@@ -26,6 +26,64 @@ def attention(q, k, v, mask=None, dropout: nn.Module | None = None):
     return w @ v, w
 
 
+NEG_INF = float("-inf")
+
+# Above this many attention scores (B * H * Tq * Tk) the CPU math path falls back to the fused kernel,
+# which never holds the full (B, H, Tq, Tk) weights: 2**27 scores are 256 MB in bf16 per layer.
+MATH_ATTENTION_MAX_SCORES = 2 ** 27
+
+
+def prefer_math_attention(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """Whether plain batched matmuls beat ``F.scaled_dot_product_attention`` for these shapes.
+
+    Measured on CPU (torch 2.13, 2 cores, head size 30; see results/bench/): the fused flash kernel
+    is 1.3-7x slower than matmul + softmax + matmul in bf16 (forward + backward), and costs ~3 ms of
+    overhead per call for the few queries of an incremental decoding step; in fp32 with many queries
+    it is the faster one. GPUs always take the fused kernels."""
+    if q.device.type != "cpu":
+        return False
+    B, H, Tq, _ = q.shape
+    if B * H * Tq * k.size(-2) > MATH_ATTENTION_MAX_SCORES:
+        return False
+    return Tq <= 8 or q.dtype in (torch.bfloat16, torch.float16)
+
+
+def math_attention(q, k, v, mask=None, is_causal: bool = False, dropout_p: float = 0.0):
+    """softmax(Q K^T / sqrt(d_k) + bias) V (eq. 1) with batched matmuls in the inputs' precision (the
+    softmax accumulates in fp32); ``mask`` is boolean, True where attention is allowed. The same values
+    as ``F.scaled_dot_product_attention`` up to rounding. A floating ``mask`` is added to the scores.
+
+    Runs over slices of the batch whose score tensors stay under 16 MB: glibc serves larger buffers
+    with fresh mmaps, whose first-touch page faults cost more than the matmuls at these sizes."""
+    B, H, Tq, _ = q.shape
+    Tk = k.size(-2)
+    bias = None
+    if mask is not None and mask.dtype == torch.bool:
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, NEG_INF)
+    elif mask is not None:  # already additive (0 / -inf), as F.scaled_dot_product_attention takes it
+        bias = mask
+    if is_causal:
+        causal = torch.zeros(Tq, Tk, dtype=q.dtype, device=q.device).masked_fill_(
+            torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu_(Tk - Tq + 1), NEG_INF)
+        bias = causal if bias is None else bias + causal
+    step = max(1, (1 << 24) // max(1, H * Tq * Tk * q.element_size()))
+    per_row_bias = bias is not None and bias.dim() == 4 and bias.size(0) > 1
+    # split (not slicing): the backward concatenates the slices' gradients instead of zero-filling
+    # a full-size gradient per slice
+    chunks = zip(q.split(step), k.split(step), v.split(step),
+                 bias.split(step) if per_row_bias else [bias] * math.ceil(B / step))
+    outs = []
+    for qc, kc, vc, bc in chunks:
+        scores = torch.matmul(qc * (q.size(-1) ** -0.5), kc.transpose(-2, -1))
+        if bc is not None:  # in place: the matmul's backward does not need its output
+            scores.add_(bc)
+        w = scores.softmax(-1)
+        if dropout_p > 0:
+            w = F.dropout(w, dropout_p, training=True)
+        outs.append(torch.matmul(w, vc))
+    return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+
 def causal_mask(t: int, device=None) -> torch.Tensor:
     """(1, 1, t, t) look-ahead mask: position i may attend to positions <= i."""
     return torch.ones(t, t, dtype=torch.bool, device=device).tril().view(1, 1, t, t)
@@ -34,6 +92,32 @@ def causal_mask(t: int, device=None) -> torch.Tensor:
 def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """(B, 1, 1, S) key mask: True at real tokens."""
     return (ids != pad_id)[:, None, None, :]
+
+
+def dropout_keep_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
+    """A boolean keep-mask with P(drop) = round(p * 65536) / 65536 and that rate, drawn from torch's
+    generator 16 bits per element: one 64-bit draw serves four elements, where ``bernoulli_`` makes
+    one draw per element (3-4x the mask's cost on CPU)."""
+    n = math.prod(shape)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2 ** 63, 2 ** 63 - 1)
+    drops = round(p * 65536)
+    keep = bits.view(torch.int16)[:n].view(shape) >= drops - 32768
+    return keep, drops / 65536
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` with a cheaper mask on CPU (``dropout_keep_mask``): each element is zeroed with
+    probability p (to 1/65536) and the rest scaled by 1 / (1 - p), as ``nn.Dropout`` does; on other
+    devices it is ``nn.Dropout``. On CPU the mask cost ~10% of a Transformer training step."""
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        if x.device.type != "cpu" or self.p >= 1.0 or self.inplace:
+            return F.dropout(x, self.p, True, self.inplace)
+        keep, rate = dropout_keep_mask(x.shape, self.p, x.device)
+        scale = torch.where(keep, torch.tensor(1.0 / (1.0 - rate), dtype=x.dtype), torch.tensor(0.0, dtype=x.dtype))
+        return x * scale
 
 
 class MultiHeadAttention(nn.Module):
@@ -71,9 +155,14 @@ class MultiHeadAttention(nn.Module):
         return self._split(k), self._split(v)
 
     def forward(self, x, memory=None, mask=None, is_causal: bool = False, need_weights: bool = False,
-                cache: dict | None = None, kv=None):
+                cache: dict | None = None, kv=None, kv_rows=None):
         """x: (B, T, d). Self-attention when ``memory`` and ``kv`` are None. ``cache`` (incremental
-        decoding) holds the keys/values of earlier steps and is extended in place."""
+        decoding) holds the keys/values of earlier steps and is extended in place.
+
+        ``kv_rows`` (cross-attention while decoding, when ``kv`` and ``mask`` hold one row per source and
+        ``x`` one row per hypothesis): an int K when the rows of ``x`` are K consecutive hypotheses per
+        source (beam search), so the K queries share their source's keys and values without copies; or a
+        LongTensor giving each row's source."""
         if self.self_attention:
             q, k, v = self.in_proj(x).chunk(3, dim=-1)
             q, k, v = self._split(q), self._split(k), self._split(v)
@@ -86,16 +175,29 @@ class MultiHeadAttention(nn.Module):
             q = self._split(self.q_proj(x))
             k, v = kv if kv is not None else self.project_kv(memory)
         weights = None
+        B, _, T, _ = q.shape
+        group = 0
+        if kv_rows is not None and not need_weights:
+            if isinstance(kv_rows, int):   # (B0*K, H, T, dk) -> (B0, H, K*T, dk): K hypotheses' queries side by side
+                group = kv_rows
+                q = q.view(B // group, group, self.h, T, self.dk).transpose(1, 2).reshape(B // group, self.h,
+                                                                                          group * T, self.dk)
+            else:
+                k, v = k.index_select(0, kv_rows), v.index_select(0, kv_rows)
+                mask = None if mask is None else mask.index_select(0, kv_rows)
         if is_causal and (need_weights or mask is not None):  # SDPA takes a mask or is_causal, not both
             cm = causal_mask(q.size(2), q.device)
             mask = cm if mask is None else (mask & cm)
             is_causal = False
+        p = self.p if self.training else 0.0
         if need_weights:
             out, weights = attention(q, k, v, mask, self.drop if self.training else None)
+        elif prefer_math_attention(q, k):
+            out = math_attention(q, k, v, mask, is_causal, p)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
-                                                 dropout_p=self.p if self.training else 0.0)
-        B, _, T, _ = out.shape
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=p)
+        if group:
+            out = out.view(B // group, self.h, group, T, self.dk).transpose(1, 2).reshape(B, self.h, T, self.dk)
         out = out.transpose(1, 2).reshape(B, T, self.h * self.dk)
         return self.out_proj(out), weights
 
@@ -154,3 +256,121 @@ class Embeddings(nn.Module):
 
     def forward(self, ids):
         return self.emb(ids) * self.scale
+
+
+# --------------------------------------------------------------------------- fused output layer + loss
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    dev = x.device.type
+    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+
+
+class _FusedSmoothedNLL(torch.autograd.Function):
+    """Sum over rows of the label-smoothed NLL of softmax(h W^T + b) without the (N, V) log-probabilities.
+
+    Forward, per block of rows (each block's logits stay under 16 MB in fp32: glibc serves larger
+    buffers with fresh mmaps, and their first-touch page faults cost more than the arithmetic): logits
+    z = h W^T + b in the compute precision (bf16 under autocast, like ``nn.Linear``); then, in fp32,
+    lse = logsumexp(z) and the mean of z over the first ``width`` columns, so that NLL = lse - z_y and
+    the smoothing term = lse - mean(z[:width]).
+    Backward: dL/dz = softmax(z) - (1 - eps) onehot(y) - eps / width on the first ``width`` columns,
+    written over the saved logits, then dh = G W, dW = G^T h, db = sum G: a few passes over the logits
+    instead of the ten or so of linear -> float -> log_softmax -> gather / mean and their backwards."""
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, target, eps: float, width: int, blocked: bool):
+        cd = _compute_dtype(h)
+        acc = torch.promote_types(cd, torch.float32)   # softmax statistics: fp32 (fp64 for fp64 models)
+        N, V = h.size(0), weight.size(0)
+        # CPU: blocks of <= 16 MB of fp32 logits (few, large ops; no fresh mmaps); GPU: one block
+        rows = max(16, (1 << 22) // V) if blocked else N
+        with torch.autocast(h.device.type, enabled=False):
+            W = weight.to(cd)
+            b = None if bias is None else bias.to(cd)
+            hc = h.to(cd)
+            lse = torch.empty(N, dtype=acc, device=h.device)
+            mean = torch.empty(N, dtype=acc, device=h.device) if eps > 0 else None
+            zt = torch.empty(N, dtype=acc, device=h.device)
+            blocks = []
+            for r in range(0, N, rows):
+                z = F.linear(hc[r:r + rows], W, b)                       # (rows, V)
+                blocks.append(z)
+                zt[r:r + rows] = z.gather(1, target[r:r + rows, None]).squeeze(1)
+                m = z.amax(-1).to(acc)
+                d = torch.sub(z, m[:, None])                             # z - max, in fp32
+                if mean is not None:
+                    mean[r:r + rows] = m + d[:, :width].mean(-1)
+                lse[r:r + rows] = m + d.exp_().sum(-1).log_()
+            nll_sum = (lse - zt).sum()
+            loss_sum = (1 - eps) * nll_sum + eps * (lse - mean).sum() if eps > 0 else nll_sum.clone()
+        ctx.save_for_backward(h, W, lse, target, *blocks)
+        ctx.has_bias, ctx.eps, ctx.width, ctx.rows, ctx.blocked = bias is not None, eps, width, rows, blocked
+        ctx.wdtype = weight.dtype
+        ctx.mark_non_differentiable(nll_sum)
+        return loss_sum, nll_sum
+
+    @staticmethod
+    def backward(ctx, grad, _grad_nll):
+        if getattr(ctx, "consumed", False):  # the logits were overwritten by the first backward
+            raise RuntimeError("fused_token_losses: backward can run only once through this graph "
+                               "(retain_graph=True is not supported)")
+        ctx.consumed = True
+        h, W, lse, target, *blocks = ctx.saved_tensors
+        eps, width, rows = ctx.eps, ctx.width, ctx.rows
+        acc = lse.dtype
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        need_b = ctx.has_bias and ctx.needs_input_grad[2]
+        # g * softmax(z) = exp(z - (lse - log g)): the upstream gradient folded into the exponent (CPU,
+        # where reading it costs nothing; on a GPU it would be a sync)
+        g = float(grad) if ctx.blocked else None
+        fold = g is not None and g > 0
+        shift = lse - math.log(g) if fold else lse
+        scale = g if fold else 1.0
+        hit = torch.full((1, 1), -(1 - eps) * scale, dtype=acc, device=h.device)
+        with torch.autocast(h.device.type, enabled=False):
+            hc = h.to(W.dtype)
+            gh = torch.empty_like(h) if need_h else None
+            gWt = torch.zeros(W.size(1), W.size(0), dtype=acc, device=h.device) if need_w else None
+            gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
+            for i, z in enumerate(blocks):
+                r = i * rows
+                n = z.size(0)
+                p = torch.sub(z, shift[r:r + n, None]).exp_()          # (g *) softmax(z), in fp32
+                if eps > 0:
+                    p[:, :width] -= eps * scale / width
+                p.scatter_add_(1, target[r:r + n, None], hit.expand(n, 1))
+                if not fold:
+                    p.mul_(grad.to(acc))
+                if need_b:
+                    gb += p.sum(0)
+                z.copy_(p)                             # the logits are not needed any more: G overwrites them
+                if need_h:
+                    gh[r:r + n] = z @ W
+                if need_w:
+                    gWt += hc[r:r + n].t() @ z
+        gW = gWt.t().contiguous().to(ctx.wdtype) if need_w else None
+        return gh, gW, None if gb is None else gb.to(ctx.wdtype), None, None, None, None
+
+
+def fused_token_losses(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
+                       label_smoothing: float = 0.0, smooth_width: int | None = None, pad_id: int = 0,
+                       unk_id: int = 1) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``train.objectives.token_losses(log_softmax(h W^T + b), target, label_smoothing, smooth_width)``
+    for an output layer ``nn.Linear(d, V)`` = (weight, bias), computed without materialising the
+    (B, T, V) log-probabilities: padding rows are dropped before the output projection, and the softmax,
+    loss and gradient are taken in cache-sized blocks (see ``_FusedSmoothedNLL``). Same values up to
+    float rounding; returns (sum of training loss, sum of NLL, number of target tokens)."""
+    V = weight.size(0)
+    t = target.reshape(-1)
+    t = t.masked_fill(t >= V, unk_id)          # extended ids the layer cannot produce -> <unk>
+    keep = t != pad_id
+    n = int(keep.sum())
+    hf = h.reshape(-1, h.size(-1))
+    if n < t.numel():
+        idx = keep.nonzero().squeeze(1)
+        hf, t = hf.index_select(0, idx), t.index_select(0, idx)
+    if n == 0:
+        zero = (hf.sum() * 0).float()
+        return zero, zero.detach(), 0
+    loss_sum, nll_sum = _FusedSmoothedNLL.apply(hf, weight, bias, t, float(label_smoothing),
+                                                int(smooth_width or V), h.device.type == "cpu")
+    return loss_sum, nll_sum, n

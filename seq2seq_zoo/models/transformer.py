@@ -11,8 +11,43 @@ from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
-from seq2seq_zoo.models.layers import Embeddings, MultiHeadAttention, PositionalEncoding, padding_mask
+from seq2seq_zoo.models.layers import (Dropout, Embeddings, MultiHeadAttention, PositionalEncoding,
+                                      fused_token_losses, padding_mask)
 from seq2seq_zoo.registry import register_model
+
+
+class TransformerOutput(StepOutput):
+    """A StepOutput whose ``log_probs`` are computed only when read (in the precision and grad mode of
+    the forward pass). The cross-entropy objective asks it for ``token_losses`` instead, which fuses
+    the output projection, log-softmax and label-smoothed loss and never holds (B, T, V) log-probs."""
+
+    def __init__(self, hidden: torch.Tensor, generator: nn.Linear, attention: dict):
+        self._hidden, self._generator = hidden, generator
+        dev = hidden.device.type
+        self._autocast = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
+        self._grad = torch.is_grad_enabled()
+        self._log_probs = None
+        super().__init__(log_probs=None, attention=attention)
+
+    @property
+    def log_probs(self) -> torch.Tensor:
+        if self._log_probs is None:
+            dev, enabled, dtype = self._autocast
+            with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
+                self._log_probs = self._generator(self._hidden).float().log_softmax(-1)
+        return self._log_probs
+
+    @log_probs.setter
+    def log_probs(self, value):
+        if value is not None:
+            self._log_probs = value
+
+    def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
+        """(sum of training loss, sum of NLL, tokens), as ``objectives.token_losses(self.log_probs, ...)``."""
+        dev, enabled, dtype = self._autocast
+        with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
+            return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
+                                      label_smoothing, smooth_width)
 
 
 class FeedForward(nn.Module):
@@ -24,7 +59,7 @@ class FeedForward(nn.Module):
         if activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu', not {activation!r}")
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x):
         return self.w2(self.drop(self.act(self.w1(x))))
@@ -37,7 +72,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_ln: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.pre_ln = pre_ln
 
     def forward(self, x, f):
@@ -74,12 +109,12 @@ class DecoderLayer(nn.Module):
         self.sub2 = Residual(d_model, dropout, pre_ln)
         self.sub3 = Residual(d_model, dropout, pre_ln)
 
-    def forward(self, x, memory, src_mask, need_weights=False, cache=None, cross_kv=None):
+    def forward(self, x, memory, src_mask, need_weights=False, cache=None, cross_kv=None, kv_rows=None):
         causal = cache is None or "k" not in cache  # one query step attends to all cached keys
         causal = causal and x.size(1) > 1
         x, w1 = self.sub1(x, lambda h: self.self_att(h, is_causal=causal, need_weights=need_weights, cache=cache))
         x, w2 = self.sub2(x, lambda h: self.cross_att(h, memory, mask=src_mask, need_weights=need_weights,
-                                                        kv=cross_kv))
+                                                        kv=cross_kv, kv_rows=kv_rows))
         x, _ = self.sub3(x, lambda h: (self.ffn(h), None))
         return x, w1, w2
 
@@ -91,7 +126,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.embed = embedding or Embeddings(vocab_size, d_model)
         self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.layers = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout, pre_ln, key_dim, attn_dropout,
                                                  activation) for _ in range(layers))
         self.norm = nn.LayerNorm(d_model) if pre_ln else nn.Identity()
@@ -116,20 +151,22 @@ class Decoder(nn.Module):
         super().__init__()
         self.embed = embedding or Embeddings(vocab_size, d_model)
         self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.layers = nn.ModuleList(DecoderLayer(d_model, heads, d_ff, dropout, pre_ln, key_dim, attn_dropout,
                                                  activation) for _ in range(layers))
         self.norm = nn.LayerNorm(d_model) if pre_ln else nn.Identity()
 
-    def forward(self, tgt, memory, src_mask=None, need_weights=False, caches=None, cross_kv=None, offset=0):
+    def forward(self, tgt, memory, src_mask=None, need_weights=False, caches=None, cross_kv=None, offset=0,
+                kv_rows=None):
         """tgt (B, T) ids, memory (B, S, d) -> (B, T, d) and per-layer attention weights
-        decoder_layer{i}_block1_self_att (B, H, T, T), decoder_layer{i}_block2_decenc_att (B, H, T, S)."""
+        decoder_layer{i}_block1_self_att (B, H, T, T), decoder_layer{i}_block2_decenc_att (B, H, T, S).
+        ``kv_rows``: see ``MultiHeadAttention.forward`` (decoding hypotheses against per-source keys)."""
         x = self.drop(self.pe(self.embed(tgt), offset))
         att = {}
         for i, layer in enumerate(self.layers):
             x, w1, w2 = layer(x, memory, src_mask, need_weights,
                               cache=None if caches is None else caches[i],
-                              cross_kv=None if cross_kv is None else cross_kv[i])
+                              cross_kv=None if cross_kv is None else cross_kv[i], kv_rows=kv_rows)
             if need_weights:
                 att[f"decoder_layer{i + 1}_block1_self_att"] = w1
                 att[f"decoder_layer{i + 1}_block2_decenc_att"] = w2
@@ -173,26 +210,57 @@ class Transformer(Seq2Seq):
         return {"embedding": emb, "encoder": enc, "decoder": dec, "output": list(self.generator.parameters())}
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
+        """log_probs = log_softmax(generator(decoder output)) (B, T, V), computed when read; the
+        objective takes the fused ``token_losses`` path (see ``TransformerOutput``)."""
         src_mask = padding_mask(batch.src)
         memory, enc_att = self.encoder(batch.src, src_mask, need_attention)
         h, dec_att = self.decoder(self.feed(batch.tgt_in), memory, src_mask, need_attention)
-        log_probs = self.generator(h).float().log_softmax(-1)
-        return StepOutput(log_probs, attention={**enc_att, **dec_att} if need_attention else {})
+        return TransformerOutput(h, self.generator, attention={**enc_att, **dec_att} if need_attention else {})
 
     def encode(self, batch):
+        """Decoder state. The encoder output, source mask and cross-attention keys/values keep one row
+        per source however many hypotheses decode from it: ``row`` maps each hypothesis to its source,
+        and ``reorder`` moves only the per-hypothesis self-attention caches."""
         src_mask = padding_mask(batch.src)
         memory, _ = self.encoder(batch.src, src_mask)
-        cross_kv = [layer.cross_att.project_kv(memory) for layer in self.decoder.layers]
-        return {"memory": memory, "src_mask": src_mask, "cross_kv": cross_kv,
-                "caches": [{} for _ in self.decoder.layers], "t": torch.zeros((), dtype=torch.long)}
+        # contiguous once here, so that every decoding step's attention matmuls take them without copies
+        cross_kv = [tuple(t.contiguous() for t in layer.cross_att.project_kv(memory)) for layer in self.decoder.layers]
+        B = batch.src.size(0)
+        k0 = cross_kv[0][0]  # the mask as an additive bias in the keys' precision, built once per source
+        src_bias = torch.zeros(src_mask.shape, dtype=k0.dtype, device=k0.device).masked_fill_(~src_mask, float("-inf"))
+        return {"memory": memory, "src_mask": src_mask, "src_bias": src_bias, "cross_kv": cross_kv,
+                "caches": [{} for _ in self.decoder.layers], "t": torch.zeros((), dtype=torch.long),
+                "row": torch.arange(B, device=batch.src.device), "group": 1}
 
     def decode_step(self, state, prev):
         t = int(state["t"])
-        h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state["src_mask"],
-                            caches=state["caches"], cross_kv=state["cross_kv"], offset=t)
+        group = state.get("group", 1)
+        kv_rows = None if group == 1 else (group or state["row"])
+        h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
+                            caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
         log_probs = self.generator(h[:, -1]).float().log_softmax(-1)
         state["t"] = state["t"] + 1
         return log_probs, state
+
+    def reorder(self, state, index):
+        """Hypotheses ``index`` of the state: the self-attention caches are indexed; the per-source
+        tensors stay as they are and ``row`` records each hypothesis' source. ``group`` is K when the rows
+        are K consecutive hypotheses per source (beam search; cross-attention then shares the keys
+        without copies), 1 for one row per source in order, 0 otherwise (keys gathered per row)."""
+        if "row" not in state:
+            return super().reorder(state, index)
+        out = dict(state)
+        out["caches"] = [{k: v.index_select(0, index) for k, v in c.items()} for c in state["caches"]]
+        row = state["row"].index_select(0, index)
+        out["row"] = row
+        B, N = state["src_mask"].size(0), row.numel()
+        group = 0
+        if N % B == 0:
+            K = N // B
+            if torch.equal(row, torch.arange(B, device=row.device).repeat_interleave(K)):
+                group = K
+        out["group"] = group
+        return out
 
     def attention_maps(self, batch):
         """All attention weights for one teacher-forced pass (plots)."""

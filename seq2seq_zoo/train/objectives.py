@@ -44,7 +44,11 @@ class CrossEntropy:
 
     def __call__(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(batch)
-        loss_sum, nll_sum, n = token_losses(out.log_probs, batch.tgt_out, self.label_smoothing, model.vocab_size)
+        fused = getattr(out, "token_losses", None)  # a model's fused output layer + loss (same values)
+        if fused is not None:
+            loss_sum, nll_sum, n = fused(batch.tgt_out, self.label_smoothing, model.vocab_size)
+        else:
+            loss_sum, nll_sum, n = token_losses(out.log_probs, batch.tgt_out, self.label_smoothing, model.vocab_size)
         loss = loss_sum / max(n, 1)
         stats = {"nll_sum": float(nll_sum.detach()), "tokens": n}
         for name, aux in out.aux_losses.items():

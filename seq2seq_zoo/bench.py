@@ -1,0 +1,969 @@
+"""`zoo bench`: training and decoding throughput of our models against a Hugging Face BART peer of the
+same shape, measured in one process (issue #7, "Speed").
+
+Every figure comes from random token batches of fixed shapes (no data needed), except the epoch-time
+scaling, which runs the pe_ablation CPU profile on the real DialogSum training set. The machines these
+numbers come from are shared and noisy, so the headline is always a ratio measured in the same process:
+the timed iterations of the models being compared are interleaved (ours, peer, ours, peer, ...) and the
+median of each is taken, so a burst of load from a neighbour hits both alike.
+
+Definitions (also written into the output):
+  training tokens/s  non-pad target tokens per second of a full update (forward, loss, backward,
+                     gradient clipping, optimizer step)
+  decoding tokens/s  generated tokens per second (beam search, forced to exactly ``dec_len`` tokens)
+  model FLOP/s       estimated with the 6 * params * tokens rule applied per stack:
+                     6 * (encoder matmul params * source tokens + (decoder + output projection) matmul
+                     params * target tokens); embedding lookups and attention-score matmuls not counted
+  MFU                model FLOP/s divided by a bf16 (and an fp32) 2048x2048 matmul peak measured in the run
+  peak memory        CPU: peak resident memory above the stage's starting point, sampled every 5 ms
+                     (and the process high-water mark from getrusage); CUDA: torch.cuda.max_memory_allocated
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from seq2seq_zoo.config import DecodeConfig, TrainConfig
+from seq2seq_zoo.data.batching import Batch, Encoded, bucket_batches, collate
+from seq2seq_zoo.data.vocab import PAD_ID
+from seq2seq_zoo.models.base import build_model, count_parameters
+from seq2seq_zoo.registry import MODELS, OBJECTIVES
+from seq2seq_zoo.train.loop import autocast, autocast_dtype, build_optimizer
+
+RNN_MODELS = ("gru", "bahdanau", "bilstm", "pointer_generator")
+
+# Targets of issue #7 (parts 2 and 6); the bench prints whether each is met and by how much.
+TARGET_TRAIN_VS_PEER = 1.5     # our default precision vs the peer's best precision (aim: 2.0)
+TARGET_TRAIN_AIM = 2.0
+TARGET_FP32_PARITY = 1.0       # our fp32 vs the peer's fp32
+TARGET_DECODE_VS_PEER = 3.0    # beam-4 decoding
+TARGET_EPOCH_S = 300.0         # one epoch of the pe_ablation CPU profile on DialogSum
+TARGET_BENCH_S = 300.0         # `zoo bench` on CPU
+
+
+@dataclass
+class Shape:
+    """The sizes measured. PAPER is the seed paper's Transformer (pe_ablation defaults) at the issue's
+    batch shape; the recurrent models use rnn_progression's defaults (emb 128, hidden 256)."""
+    vocab: int = 15000
+    d_model: int = 300
+    d_ff: int = 600
+    heads: int = 10
+    layers: int = 3
+    dropout: float = 0.1
+    batch: int = 32
+    src_len: int = 256
+    tgt_len: int = 64          # decoder positions per example: 63 words + <eos>
+    dec_sources: int = 8
+    dec_len: int = 48
+    beams: int = 4
+    rnn_emb: int = 128
+    rnn_hidden: int = 256
+    oovs: int = 2              # source words outside the vocabulary per example (copy models use them)
+
+
+PAPER = Shape()
+TINY = Shape(vocab=60, d_model=16, d_ff=32, heads=2, layers=1, batch=2, src_len=12, tgt_len=6, dec_sources=2,
+             dec_len=4, beams=2, rnn_emb=8, rnn_hidden=16)
+
+
+@dataclass
+class Plan:
+    """How long to measure: warm-up and timed iterations per figure."""
+    warmup: int = 2
+    iters: int = 5
+    decode_iters: int = 3
+    matmul_n: int = 2048
+    matmul_iters: int = 8
+    scaling_steps: int = 16       # sampled updates per dataset fraction
+    beam_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    compile: bool = False         # also time our Transformer's training step under torch.compile
+
+
+FULL_PLAN = Plan()
+QUICK_PLAN = Plan(warmup=1, iters=2, decode_iters=2, matmul_iters=4, scaling_steps=6)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def release_free_memory() -> None:
+    """Give memory freed by earlier stages back to the OS (gc, then glibc's malloc_trim), so that the
+    resident set size at a stage's start is what is live and its growth is the stage's own."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the baseline then includes freed memory
+        pass
+
+
+class PeakMemory:
+    """Peak memory of a block. CPU: resident set size sampled every 5 ms by a thread, minus the RSS at
+    entry (the working memory the block adds), plus the process high-water mark; CUDA: the allocator's
+    peak."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.peak_mb = 0.0
+        self.process_max_rss_mb = 0.0
+
+    @staticmethod
+    def rss_mb() -> float:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except (OSError, ValueError):
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+            return self
+        release_free_memory()
+        self._base = self.rss_mb()
+        self._max = self._base
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.wait(0.005):
+                self._max = max(self._max, self.rss_mb())
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak_mb = (torch.cuda.max_memory_allocated(self.device) - self._base) / 2**20
+            self.process_max_rss_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
+            return False
+        self._stop.set()
+        self._thread.join()
+        self._max = max(self._max, self.rss_mb())
+        self.peak_mb = self._max - self._base
+        self.process_max_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return False
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, device: torch.device) -> dict[str, list[float]]:
+    """Seconds per call of each function, timed in turn (a, b, a, b, ...) so noise hits all alike."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            sync(device)
+            t0 = time.perf_counter()
+            fn()
+            sync(device)
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
+# ------------------------------------------------------------------------------------------ batches
+def random_examples(shape: Shape, n: int, seed: int = 0, src_len: int | None = None,
+                    tgt_len: int | None = None) -> list[Encoded]:
+    """``n`` examples of random in-vocabulary words (ids >= 4: no specials): sources of exactly
+    ``src_len`` tokens, targets of ``tgt_len - 1`` words (+ <eos> = ``tgt_len`` decoder positions). Each
+    source has ``shape.oovs`` out-of-vocabulary words (extended ids |V|+k) that its target repeats once."""
+    g = np.random.default_rng(seed)
+    S = src_len or shape.src_len
+    T = (tgt_len or shape.tgt_len) - 1
+    V = shape.vocab
+    out = []
+    for i in range(n):
+        src = g.integers(4, V, S)
+        tgt = g.integers(4, V, T)
+        src_ext, tgt_ext = src.copy(), tgt.copy()
+        k = min(shape.oovs, S, T)
+        oovs = [f"oov{j}" for j in range(k)]
+        for j in range(k):
+            src[j] = 1                          # <unk> in the in-vocabulary view
+            src_ext[j] = V + j
+            tgt[j] = 1
+            tgt_ext[j] = V + j
+        out.append(Encoded(id=f"b{i}", src=src, src_ext=src_ext, oovs=oovs, tgt=tgt, tgt_ext=tgt_ext,
+                           references=[""], source_text=""))
+    return out
+
+
+def random_batch(shape: Shape, n: int | None = None, seed: int = 0) -> Batch:
+    return collate(random_examples(shape, n or shape.batch, seed))
+
+
+def target_tokens(batch: Batch) -> int:
+    return int((batch.tgt_out != PAD_ID).sum())
+
+
+def source_tokens(batch: Batch) -> int:
+    return int((batch.src != PAD_ID).sum())
+
+
+# ------------------------------------------------------------------------------------------- models
+def context(shape: Shape) -> dict[str, Any]:
+    return {"vocab_size": shape.vocab, "max_src_len": shape.src_len, "max_tgt_len": shape.tgt_len,
+            "vocab_size_ext": shape.vocab + shape.oovs}
+
+
+def our_transformer(shape: Shape, device: torch.device, seed: int = 0):
+    torch.manual_seed(seed)
+    opts = dict(d_model=shape.d_model, d_ff=shape.d_ff, heads=shape.heads, layers=shape.layers,
+                dropout=shape.dropout)
+    return build_model("transformer", context(shape), opts).to(device), opts
+
+
+def our_model(name: str, shape: Shape, device: torch.device, seed: int = 0):
+    """A registered model at the bench shape: the Transformer with the paper's sizes, the recurrent
+    models with rnn_progression's (emb_dim, hidden, dropout); options a model does not take are left out."""
+    if name == "transformer":
+        return our_transformer(shape, device, seed)
+    from seq2seq_zoo.registry import model_options
+    known = model_options(name)
+    want = dict(emb_dim=shape.rnn_emb, hidden=shape.rnn_hidden, dropout=shape.dropout)
+    opts = {k: v for k, v in want.items() if k in known}
+    torch.manual_seed(seed)
+    return build_model(name, context(shape), opts).to(device), opts
+
+
+def peer_config(shape: Shape) -> dict[str, Any]:
+    """Hugging Face BART of our Transformer's shape; defaults otherwise (dropout 0.1, attention and
+    activation dropout 0, SDPA attention), except ReLU in the feed-forward layers as in ours."""
+    return dict(vocab_size=shape.vocab, d_model=shape.d_model, encoder_layers=shape.layers,
+                decoder_layers=shape.layers, encoder_attention_heads=shape.heads,
+                decoder_attention_heads=shape.heads, encoder_ffn_dim=shape.d_ff, decoder_ffn_dim=shape.d_ff,
+                max_position_embeddings=max(shape.src_len, shape.tgt_len + 2), dropout=shape.dropout,
+                activation_function="relu", pad_token_id=PAD_ID, bos_token_id=2, eos_token_id=3,
+                decoder_start_token_id=2, forced_bos_token_id=None, forced_eos_token_id=None)
+
+
+def peer_available() -> str | None:
+    """None if the HF peer can be built, else why not."""
+    try:
+        import transformers  # noqa: F401
+        from transformers import BartConfig, BartForConditionalGeneration  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure means: no peer
+        return f"transformers not importable ({type(e).__name__}: {e})"
+    return None
+
+
+def peer_model(shape: Shape, device: torch.device, seed: int = 0):
+    from transformers import BartConfig, BartForConditionalGeneration
+    from transformers.utils import logging as hf_logging
+    hf_logging.set_verbosity_error()
+    torch.manual_seed(seed)
+    return BartForConditionalGeneration(BartConfig(**peer_config(shape))).to(device)
+
+
+def flop_params(model) -> dict[str, int]:
+    """Parameters that take part in a matmul per token, per stack: {encoder, decoder, output}.
+
+    Ours: the model's components() (embedding tables skipped, a tied output projection counted as
+    output). HF BART: its encoder/decoder linear layers and lm_head. Only weights and biases of linear
+    and recurrent layers count (embedding lookups and positional tables are not matmuls)."""
+    matmul_mods = (torch.nn.Linear, torch.nn.RNNBase)
+    owner: dict[int, bool] = {}
+    for m in model.modules():
+        if isinstance(m, matmul_mods):
+            for p in m.parameters(recurse=False):
+                owner[id(p)] = True
+    if hasattr(model, "components"):
+        out = {"encoder": 0, "decoder": 0, "output": 0}
+        for comp, params in model.components().items():
+            if comp == "embedding":
+                continue
+            key = comp if comp in out else "decoder"
+            out[key] += sum(p.numel() for p in params if owner.get(id(p)))
+        return out
+    inner = model.model  # HF BART
+
+    def count(mod):
+        return sum(p.numel() for m in mod.modules() if isinstance(m, matmul_mods) for p in m.parameters(recurse=False))
+
+    return {"encoder": count(inner.encoder), "decoder": count(inner.decoder), "output": count(model.lm_head)}
+
+
+def train_flops(fp: dict[str, int], src_tokens: int, tgt_tokens: int) -> float:
+    """6 * params * tokens per stack (forward 2, backward 4 FLOPs per parameter and token)."""
+    return 6.0 * (fp["encoder"] * src_tokens + (fp["decoder"] + fp["output"]) * tgt_tokens)
+
+
+# --------------------------------------------------------------------------------------- measurements
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, iters: int = 8) -> float:
+    """GFLOP/s of an n x n x n matmul, best of ``iters`` (the hardware's attainable rate)."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
+    b = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    best = math.inf
+    for _ in range(iters):
+        sync(device)
+        t0 = time.perf_counter()
+        a @ b
+        sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+class Trainer:
+    """One full update of a model on a fixed batch, as the loop does it: autocast forward + loss,
+    backward, gradient clipping, optimizer step. ``kind`` 'ours' goes through the registered objective
+    (label smoothing 0.1, as in pe_ablation) and the loop's optimizer; 'peer' through the HF model's own
+    loss (no smoothing) and AdamW."""
+
+    def __init__(self, model, batch: Batch, device: torch.device, dtype: torch.dtype | None, kind: str = "ours",
+                 label_smoothing: float = 0.1, clip_norm: float = 1.0):
+        self.model, self.batch, self.device, self.dtype, self.kind = model, batch.to(device), device, dtype, kind
+        self.clip = clip_norm
+        model.train()
+        cfg = TrainConfig(betas=[0.9, 0.98], eps=1e-9, lr=1e-4)
+        if kind == "ours":
+            self.params = [p for p in model.parameters() if p.requires_grad]
+            self.opt = build_optimizer(self.params, cfg)
+            self.objective = OBJECTIVES.get("ce")(label_smoothing=label_smoothing)
+        else:
+            self.params = list(model.parameters())
+            self.opt = build_optimizer(self.params, replace(cfg, optimizer="adamw"))
+            self.labels = self.batch.tgt_out.masked_fill(self.batch.tgt_out == PAD_ID, -100)
+            self.labels = self.labels.masked_fill(self.labels >= model.config.vocab_size, 1)
+        self.src_tokens, self.tgt_tokens = source_tokens(batch), target_tokens(batch)
+
+    def __call__(self) -> float:
+        with autocast(self.device, self.dtype):
+            if self.kind == "ours":
+                loss, _ = self.objective(self.model, self.batch)
+            else:
+                b = self.batch
+                loss = self.model(input_ids=b.src, attention_mask=b.src != PAD_ID, decoder_input_ids=b.tgt_in,
+                                  labels=self.labels).loss
+        loss.backward()
+        if self.clip:
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss
+
+
+def train_figures(trainer: Trainer, times: list[float], fp: dict[str, int], peaks: dict[str, float],
+                  mem: PeakMemory | None) -> dict[str, Any]:
+    s = median(times)
+    flops = train_flops(fp, trainer.src_tokens, trainer.tgt_tokens) / s
+    out = {"precision": precision_name(trainer.dtype), "step_s": s, "step_s_all": times,
+           "tokens_per_s": trainer.tgt_tokens / s,
+           "src_tgt_tokens_per_s": (trainer.src_tokens + trainer.tgt_tokens) / s,
+           "model_gflops": flops / 1e9, "flop_params": fp,
+           "mfu_bf16": flops / 1e9 / peaks["bf16"] if peaks.get("bf16") else None,
+           "mfu_fp32": flops / 1e9 / peaks["fp32"] if peaks.get("fp32") else None}
+    if mem is not None:
+        out["peak_mem_mb"] = mem.peak_mb
+        out["process_max_rss_mb"] = mem.process_max_rss_mb
+    return out
+
+
+def measure_training(trainers: dict[str, Trainer], plan: Plan, fps: dict[str, dict[str, int]],
+                     peaks: dict[str, float], progress: Callable[[str], None] = log) -> dict[str, dict]:
+    """Warm each trainer up alone (its peak memory is taken there), then time them interleaved."""
+    mems = {}
+    for name, tr in trainers.items():
+        progress(f"    warm-up {name}")
+        with PeakMemory(tr.device) as mem:
+            for _ in range(plan.warmup):
+                tr()
+            sync(tr.device)
+        mems[name] = mem
+    progress(f"    timing {', '.join(trainers)}: {plan.iters} interleaved rounds")
+    times = interleaved(trainers, plan.iters, next(iter(trainers.values())).device)
+    return {name: train_figures(tr, times[name], fps[name], peaks, mems[name]) for name, tr in trainers.items()}
+
+
+class OurDecoder:
+    """Beam search of a registered model, forced to exactly ``length`` tokens (min_len = max_len), no
+    length penalty or n-gram blocking, in the given autocast precision."""
+
+    def __init__(self, model, batch: Batch, device, dtype, beams: int, length: int):
+        from seq2seq_zoo.decode import generate
+        self._generate = generate
+        self.model, self.batch, self.device, self.dtype = model.eval(), batch.to(device), device, dtype
+        self.cfg = DecodeConfig(method="beam", beam_size=beams, min_len=length, max_len=length,
+                                length_penalty=0.0, length_penalty_style="none", batch_size=batch.size)
+        self.tokens = batch.size * length
+
+    def __call__(self):
+        with torch.no_grad(), autocast(self.device, self.dtype):
+            return self._generate(self.model, self.batch, self.cfg)
+
+
+class PeerDecoder:
+    """HF ``generate`` with the same settings: ``beams`` beams, exactly ``length`` new tokens."""
+
+    def __init__(self, model, batch: Batch, device, dtype, beams: int, length: int):
+        from transformers import GenerationConfig
+        self.model, self.device, self.dtype = model.eval(), device, dtype
+        self.src = batch.src.to(device)
+        self.mask = self.src != PAD_ID
+        self.gen = GenerationConfig(num_beams=beams, max_new_tokens=length, min_new_tokens=length, do_sample=False,
+                                    length_penalty=0.0, no_repeat_ngram_size=0, early_stopping=False,
+                                    use_cache=True, pad_token_id=PAD_ID, bos_token_id=2, eos_token_id=3,
+                                    decoder_start_token_id=2, forced_bos_token_id=None, forced_eos_token_id=None)
+        self.tokens = batch.size * length
+
+    def __call__(self):
+        with torch.no_grad(), autocast(self.device, self.dtype):
+            return self.model.generate(input_ids=self.src, attention_mask=self.mask, generation_config=self.gen)
+
+
+def measure_decoding(decoders: dict[str, Any], plan: Plan, progress: Callable[[str], None] = log) -> dict[str, dict]:
+    mems = {}
+    device = None
+    for name, dec in decoders.items():
+        device = dec.device
+        progress(f"    warm-up {name}")
+        with PeakMemory(dec.device) as mem:
+            dec()
+        mems[name] = mem
+    progress(f"    timing {', '.join(decoders)}: {plan.decode_iters} interleaved rounds")
+    times = interleaved(decoders, plan.decode_iters, device)
+    out = {}
+    for name, dec in decoders.items():
+        s = median(times[name])
+        out[name] = {"precision": precision_name(dec.dtype), "seconds": s, "seconds_all": times[name],
+                     "tokens": dec.tokens, "tokens_per_s": dec.tokens / s, "peak_mem_mb": mems[name].peak_mb}
+    return out
+
+
+# ----------------------------------------------------------------------------------- epoch scaling
+def epoch_scaling(device: torch.device, plan: Plan, fractions=(0.25, 0.5, 1.0), data_dir: str | None = None,
+                  experiment: str | Path | None = None, profile: str = "cpu", full_epoch: bool = False,
+                  progress: Callable[[str], None] = log, prepared=None) -> dict[str, Any]:
+    """Epoch time of the pe_ablation CPU profile at fractions of the DialogSum training set.
+
+    Batching and collation of the whole epoch are timed in full. Updates: with ``full_epoch`` every batch
+    of the epoch is run; otherwise ``plan.scaling_steps`` batches drawn at random from the epoch are run
+    and the epoch's update time is extrapolated as (time per padded token of the sample) x (padded tokens
+    of the epoch), which corrects for the sample's lengths. The result says which was done."""
+    from seq2seq_zoo.config import load_experiment
+    from seq2seq_zoo.models.base import model_context
+    from seq2seq_zoo.runner import prepare_data
+    t_start = time.perf_counter()
+    if prepared is None:
+        path = Path(experiment) if experiment else _experiment_file("pe_ablation.toml")
+        exp = load_experiment(path, profile=profile)
+        spec = exp.runs[0]
+        progress(f"    reading {spec.data.dataset} and building the vocabulary ({path.name}, profile {profile}, "
+                 f"run {spec.name})")
+        vocab, data, _ = prepare_data(spec, data_dir, log=lambda s: None)
+    else:
+        spec, vocab, data = prepared
+    train = data["train"]
+    cfg = spec.train
+    dtype = autocast_dtype(cfg.precision, device)
+    torch.manual_seed(spec.seed)
+    model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options).to(device).train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = build_optimizer(params, cfg)
+    objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing)
+
+    def step(batch):
+        batch.to(device)
+        with autocast(device, dtype):
+            loss, _ = objective(model, batch)
+        loss.backward()
+        if cfg.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    prep_s = time.perf_counter() - t_start
+    rng = np.random.default_rng(0)
+    epochs = []
+    for frac in fractions:
+        subset = train[: max(1, int(round(frac * len(train))))]
+        t0 = time.perf_counter()
+        batches = bucket_batches(subset, cfg.batch_size, max_tokens=cfg.max_tokens, seed=spec.seed, epoch=0)
+        collated = [collate([subset[i] for i in b]) for b in batches]
+        data_s = time.perf_counter() - t0
+        padded = np.array([b.src.numel() + b.tgt_out.numel() for b in collated], dtype=np.float64)
+        pick = (np.arange(len(collated)) if full_epoch else
+                rng.choice(len(collated), size=min(plan.scaling_steps, len(collated)), replace=False))
+        epochs.append({"frac": frac, "subset": subset, "batches": collated, "data_s": data_s, "padded": padded,
+                       "pick": pick, "times": []})
+    for i in rng.choice(len(epochs[-1]["batches"]), size=min(max(plan.warmup, 3), len(epochs[-1]["batches"])),
+                        replace=False):
+        step(epochs[-1]["batches"][i])        # warm-up on batches of the full set
+    # the fractions' timed updates interleaved (a, b, c, a, b, c, ...) so that load changes hit all alike
+    for k in range(max(len(e["pick"]) for e in epochs)):
+        for e in epochs:
+            if k < len(e["pick"]):
+                b = e["batches"][e["pick"][k]]
+                sync(device)
+                t0 = time.perf_counter()
+                step(b)
+                sync(device)
+                e["times"].append(time.perf_counter() - t0)
+    rows = []
+    for e in epochs:
+        times, pick, padded = e["times"], e["pick"], e["padded"]
+        update_s = float(sum(times)) if full_epoch else float(sum(times) / padded[pick].sum() * padded.sum())
+        epoch_s = e["data_s"] + update_s
+        tgt_tok = sum(target_tokens(b) for b in e["batches"])
+        rows.append({"fraction": e["frac"], "examples": len(e["subset"]), "batches": len(e["batches"]),
+                     "target_tokens": tgt_tok, "data_s": e["data_s"], "update_s": update_s, "epoch_s": epoch_s,
+                     "timed_updates": len(pick), "extrapolated": not full_epoch,
+                     "data_share": e["data_s"] / epoch_s, "tokens_per_s": tgt_tok / epoch_s,
+                     "update_s_per_padded_token": float(sum(times) / padded[pick].sum())})
+        progress(f"    {int(e['frac'] * 100)}% ({len(e['subset'])} dialogues, {len(e['batches'])} batches): epoch "
+                 f"{'measured' if full_epoch else 'estimated'} {epoch_s:.0f}s (batching + collation {e['data_s']:.1f}s)")
+    base = rows[0]
+    for r in rows:
+        r["relative_time"] = r["epoch_s"] / base["epoch_s"]
+        r["relative_size"] = r["examples"] / base["examples"]
+        r["linearity"] = r["relative_time"] / r["relative_size"]  # 1.0 = exactly linear
+    return {"experiment": spec.experiment, "run": spec.name, "profile": profile, "dataset": spec.data.dataset,
+            "model": spec.model, "model_options": spec.model_options, "batch_size": cfg.batch_size,
+            "precision": precision_name(dtype), "train_examples": len(train), "vocab_size": len(vocab),
+            "method": ("full epochs timed" if full_epoch else
+                       f"{plan.scaling_steps} randomly drawn updates per fraction timed, the epoch's update time "
+                       "extrapolated by padded tokens; batching and collation of the whole epoch timed in full"),
+            "setup_s": prep_s, "rows": rows}
+
+
+def _experiment_file(name: str) -> Path:
+    for root in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        p = root / "experiments" / name
+        if p.is_file():
+            return p
+    raise FileNotFoundError(f"experiments/{name} not found (run `zoo bench` from the repository root)")
+
+
+def decode_vs_beam(model, batch: Batch, device, dtype, beam_sizes, length: int, iters: int,
+                   progress: Callable[[str], None] = log) -> list[dict]:
+    rows = []
+    for k in beam_sizes:
+        dec = OurDecoder(model, batch, device, dtype, k, length)
+        dec()
+        times = interleaved({"d": dec}, iters, device)["d"]
+        s = median(times)
+        rows.append({"beam_size": k, "seconds": s, "tokens_per_s": dec.tokens / s})
+        progress(f"    beam {k}: {s:.2f}s ({dec.tokens / s:.0f} tok/s)")
+    return rows
+
+
+def measure_compile(shape: Shape, device: torch.device, dtype, plan: Plan,
+                    progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Our Transformer's training step with its encoder and decoder stacks under ``torch.compile``
+    against the same step eager: compile time (the first step) and the steady step time of each,
+    timed interleaved; ``pays_after_steps`` = compile time / time saved per step (None if it never
+    pays)."""
+    batch = random_batch(shape, shape.batch, seed=1)
+    eager_model, _ = our_transformer(shape, device)
+    comp_model, _ = our_transformer(shape, device)
+    try:
+        comp_model.encoder = torch.compile(comp_model.encoder)
+        comp_model.decoder = torch.compile(comp_model.decoder)
+        eager, comp = Trainer(eager_model, batch, device, dtype), Trainer(comp_model, batch, device, dtype)
+        t0 = time.perf_counter()
+        comp()
+        sync(device)
+        compile_s = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - no compiler, unsupported op: report, do not stop the bench
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    eager()
+    times = interleaved({"eager": eager, "compiled": comp}, plan.iters, device)
+    e, c = median(times["eager"]), median(times["compiled"])
+    pays = compile_s / (e - c) if e > c else None
+    progress(f"    compile (first step) {compile_s:.0f}s; step eager {e:.2f}s, compiled {c:.2f}s"
+             + (f"; pays after {pays:.0f} steps" if pays else "; never pays"))
+    return {"precision": precision_name(dtype), "compile_s": compile_s, "eager_step_s": e, "compiled_step_s": c,
+            "speedup": e / c, "pays_after_steps": pays, "times": times}
+
+
+def _warm_process(device: torch.device) -> None:
+    """One tiny update of each kind first, so that one-time library set-up (thread pools, kernel
+    caches) is not charged to the first stage's time and memory."""
+    for dt in (None, autocast_dtype("auto", device)):
+        model, _ = our_transformer(TINY, device)
+        Trainer(model, random_batch(TINY, 2), device, dt)()
+        OurDecoder(model, random_batch(TINY, 2), device, dt, 2, 2)()
+    if peer_available() is None:
+        Trainer(peer_model(TINY, device), random_batch(TINY, 2), device, None, kind="peer")()
+
+
+# ---------------------------------------------------------------------------------------- the bench
+def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool, data_dir: str | None = None,
+               full_epoch: bool = False, progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Every measurement on one device; returns the JSON-ready figures."""
+    res: dict[str, Any] = {"device": str(device), "beams": shape.beams, "notes": []}
+    default_dtype = autocast_dtype("auto", device)
+    res["default_precision"] = precision_name(default_dtype)
+    stages = 6 + bool(scaling) + bool(plan.compile)
+    k = 0
+    _warm_process(device)
+
+    def stage(title):
+        nonlocal k
+        k += 1
+        progress(f"[{device.type} {k}/{stages}] {title}")
+        return time.perf_counter()
+
+    t = stage(f"matmul peak ({plan.matmul_n}x{plan.matmul_n})")
+    peaks = {"bf16": matmul_peak(device, torch.bfloat16, plan.matmul_n, plan.matmul_iters),
+             "fp32": matmul_peak(device, torch.float32, plan.matmul_n, plan.matmul_iters)}
+    res["matmul_peak_gflops"] = peaks
+    progress(f"    bf16 {peaks['bf16']:.0f} GFLOP/s, fp32 {peaks['fp32']:.0f} GFLOP/s ({time.perf_counter() - t:.0f}s)")
+
+    batch = random_batch(shape, shape.batch, seed=1)
+    no_peer = peer_available()
+    if no_peer:
+        res["notes"].append(f"HF BART peer skipped: {no_peer}")
+        progress(f"    note: {res['notes'][-1]}")
+
+    # training: ours vs peer, fp32 and bf16
+    train: dict[str, dict] = {}
+    precisions = [None, torch.bfloat16] if device.type == "cpu" else [None, default_dtype]
+    for dt in precisions:
+        t = stage(f"training, {precision_name(dt)}: our Transformer vs HF BART "
+                  f"(batch {shape.batch}, source {shape.src_len}, target {shape.tgt_len})")
+        ours, _ = our_transformer(shape, device)
+        trainers = {f"ours_{precision_name(dt)}": Trainer(ours, batch, device, dt)}
+        fps = {f"ours_{precision_name(dt)}": flop_params(ours)}
+        if not no_peer:
+            peer = peer_model(shape, device)
+            trainers[f"peer_{precision_name(dt)}"] = Trainer(peer, batch, device, dt, kind="peer")
+            fps[f"peer_{precision_name(dt)}"] = flop_params(peer)
+        figs = measure_training(trainers, plan, fps, peaks, progress)
+        for name, f in figs.items():
+            progress(f"    {name}: {f['tokens_per_s']:.0f} tok/s, {f['model_gflops']:.0f} GFLOP/s, "
+                     f"peak +{f['peak_mem_mb']:.0f} MB")
+        train.update(figs)
+        del trainers
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
+    res["training"] = train
+
+    # decoding: beam 4 (fixed length), ours in its default precision, the peer in fp32 and bf16
+    t = stage(f"beam-{shape.beams} decoding: {shape.dec_sources} sources x {shape.dec_len} tokens")
+    ours, _ = our_transformer(shape, device)
+    dbatch = random_batch(shape, shape.dec_sources, seed=2)
+    decoders: dict[str, Any] = {f"ours_{precision_name(default_dtype)}":
+                                OurDecoder(ours, dbatch, device, default_dtype, shape.beams, shape.dec_len)}
+    if default_dtype is not None:
+        decoders["ours_fp32"] = OurDecoder(ours, dbatch, device, None, shape.beams, shape.dec_len)
+    if not no_peer:
+        peer = peer_model(shape, device)
+        decoders["peer_fp32"] = PeerDecoder(peer, dbatch, device, None, shape.beams, shape.dec_len)
+        if default_dtype is not None:
+            decoders[f"peer_{precision_name(default_dtype)}"] = PeerDecoder(peer, dbatch, device, default_dtype,
+                                                                            shape.beams, shape.dec_len)
+    dec = measure_decoding(decoders, plan, progress)
+    for name, f in dec.items():
+        progress(f"    {name}: {f['tokens_per_s']:.0f} tok/s ({f['seconds']:.2f}s)")
+    res["decoding"] = dec
+    progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    t = stage(f"decoding time against beam size {'/'.join(map(str, plan.beam_sizes))}")
+    res["decode_vs_beam"] = decode_vs_beam(ours, dbatch, device, default_dtype, plan.beam_sizes, shape.dec_len,
+                                           plan.decode_iters, progress)
+    progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    # the other models, default precision
+    t = stage("training, other models (default precision)")
+    others: dict[str, dict] = {}
+    for name in RNN_MODELS:
+        if name not in MODELS:
+            note = f"model '{name}' is not registered: skipped"
+            res["notes"].append(note)
+            progress(f"    note: {note}")
+            continue
+        try:
+            model, opts = our_model(name, shape, device)
+        except Exception as e:  # noqa: BLE001 - a model under construction must not stop the bench
+            note = f"model '{name}' could not be built at the bench shape ({type(e).__name__}: {e}): skipped"
+            res["notes"].append(note)
+            progress(f"    note: {note}")
+            continue
+        tr = Trainer(model, batch, device, default_dtype)
+        fig = measure_training({name: tr}, plan, {name: flop_params(model)}, peaks, lambda s: None)[name]
+        fig["options"] = opts
+        fig["params"] = count_parameters(model)["total"]
+        others[name] = fig
+        progress(f"    {name}: {fig['tokens_per_s']:.0f} tok/s, {fig['model_gflops']:.0f} GFLOP/s, "
+                 f"peak +{fig['peak_mem_mb']:.0f} MB")
+        del model, tr
+    res["other_models"] = others
+    progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    if scaling:
+        t = stage("epoch time against training-set size (pe_ablation CPU profile, DialogSum)")
+        try:
+            res["scaling"] = epoch_scaling(device, plan, data_dir=data_dir, full_epoch=full_epoch, progress=progress)
+        except Exception as e:  # noqa: BLE001 - no data on this machine: say so, keep the rest
+            from seq2seq_zoo.data.corpora import DataError
+            if not isinstance(e, (DataError, FileNotFoundError)):
+                raise
+            res["notes"].append(f"epoch scaling skipped: {e}")
+            progress(f"    note: {res['notes'][-1]}")
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
+    if plan.compile:
+        t = stage("torch.compile: our Transformer's training step, compiled against eager")
+        res["compile"] = measure_compile(shape, device, default_dtype, plan, progress)
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
+    res["targets"] = targets(res)
+    return res
+
+
+def _ratio(a, b):
+    return a / b if a and b else None
+
+
+def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of the issue with the measured value, whether it is met, and by how much it is
+    missed (or exceeded)."""
+    out = []
+    tr = res.get("training", {})
+    dp = res.get("default_precision", "fp32")
+    ours = tr.get(f"ours_{dp}", {}).get("tokens_per_s")
+    peer_best_name = max((k for k in tr if k.startswith("peer_")), key=lambda k: tr[k]["tokens_per_s"], default=None)
+    if ours and peer_best_name:
+        r = ours / tr[peer_best_name]["tokens_per_s"]
+        out.append(_target(f"training tokens/s, ours ({dp}, default) / peer's best ({peer_best_name[5:]})", r,
+                           TARGET_TRAIN_VS_PEER, "x", aim=TARGET_TRAIN_AIM))
+    if tr.get("ours_fp32") and tr.get("peer_fp32"):
+        r = tr["ours_fp32"]["tokens_per_s"] / tr["peer_fp32"]["tokens_per_s"]
+        out.append(_target("training tokens/s in fp32, ours / peer (parity floor)", r, TARGET_FP32_PARITY, "x"))
+    dec = res.get("decoding", {})
+    d_ours = dec.get(f"ours_{dp}", {}).get("tokens_per_s")
+    d_peer = max((v["tokens_per_s"] for k, v in dec.items() if k.startswith("peer_")), default=None)
+    if d_ours and d_peer:
+        best = max((k for k in dec if k.startswith("peer_")), key=lambda k: dec[k]["tokens_per_s"])
+        out.append(_target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours ({dp}) / peer's best ({best[5:]})",
+                           d_ours / d_peer,
+                           TARGET_DECODE_VS_PEER, "x"))
+    sc = res.get("scaling")
+    if sc:
+        full = [r for r in sc["rows"] if r["fraction"] == 1.0]
+        if full:
+            how = "estimated" if full[0]["extrapolated"] else "measured"
+            out.append(_target(f"one epoch, pe_ablation CPU profile on DialogSum ({how}), seconds",
+                               full[0]["epoch_s"], TARGET_EPOCH_S, "s", lower_is_better=True))
+    return out
+
+
+def _target(name, value, goal, unit, aim=None, lower_is_better=False) -> dict[str, Any]:
+    met = value <= goal if lower_is_better else value >= goal
+    if lower_is_better:
+        by = (value - goal) / goal          # > 0: over the limit by this fraction
+    else:
+        by = (goal - value) / goal          # > 0: short of the goal by this fraction
+    row = {"target": name, "value": value, "goal": goal, "unit": unit, "met": met,
+           "lower_is_better": lower_is_better}
+    if met:
+        row["status"] = (f"met ({value:.2f}{unit} vs {'<=' if lower_is_better else '>='} {goal:g}{unit})")
+    else:
+        row["status"] = f"MISSED by {100 * by:.0f}% ({value:.2f}{unit} vs {goal:g}{unit})"
+    if aim is not None:
+        row["aim"] = aim
+        row["status"] += f"; aim {aim:g}{unit} {'reached' if value >= aim else f'missed by {100 * (aim - value) / aim:.0f}%'}"
+    return row
+
+
+# ------------------------------------------------------------------------------------------- output
+def _fmt(x, nd=0):
+    if x is None:
+        return "—"
+    return f"{x:,.{nd}f}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    hw = report["hardware"]
+    L = ["# zoo bench", ""]
+    L.append(f"`{report['command']}` — {report['date']}, {report['wall_s']:.0f} s in all"
+             + (" (quick: fewer iterations)" if report["quick"] else "") + ".")
+    L.append("")
+    L.append(f"Hardware: {hw.get('cpu')}, {hw.get('cpu_threads')} torch threads of {hw.get('logical_cpus')} logical "
+             f"CPUs{', GPU ' + hw['gpu'] if hw.get('gpu') else ''}; torch {hw.get('torch')}"
+             f"{', transformers ' + report['transformers'] if report.get('transformers') else ''}; "
+             f"bf16 autocast by default on CPU: {report['cpu_fast_bf16']}.")
+    if report.get("load_before") is not None:
+        L.append(f"Threads: {report['threads']} — {report['threads_reason']}. Load average (1 min) before / after: "
+                 f"{report['load_before']:.1f} / {report.get('load_after') or 0:.1f}"
+                 + (f"; OMP_WAIT_POLICY={report['omp_wait_policy']}" if report.get("omp_wait_policy") else "") + ".")
+    s = report["shape"]
+    L.append(f"Shapes: Transformer d_model {s['d_model']}, d_ff {s['d_ff']}, {s['heads']} heads, {s['layers']}+"
+             f"{s['layers']} layers, vocabulary {s['vocab']:,}, dropout {s['dropout']}; training batch "
+             f"{s['batch']} x source {s['src_len']} x target {s['tgt_len']} (random tokens); decoding "
+             f"{s['dec_sources']} sources x {s['dec_len']} generated tokens. Recurrent models: emb {s['rnn_emb']}, "
+             f"hidden {s['rnn_hidden']}.")
+    L.append("")
+    L.append("These machines are shared and noisy: the timed iterations of compared models are interleaved "
+             "and the median is taken; **ratios measured in the same run are the headline**, absolute "
+             "figures vary from run to run.")
+    for dev in report["devices"]:
+        L += ["", f"## {dev['device']}", ""]
+        if dev.get("targets"):
+            L += ["### Targets (issue #7)", "", "| target | status |", "|---|---|"]
+            L += [f"| {t['target']} | {'✅ ' if t['met'] else '❌ '}{t['status']} |" for t in dev["targets"]]
+            L.append("")
+        pk = dev["matmul_peak_gflops"]
+        L += ["### Training (one full update: forward, loss, backward, clipping, optimizer step)", "",
+              f"Matmul peak measured in this run ({report['plan']['matmul_n']}³): bf16 {pk['bf16']:.0f} GFLOP/s, "
+              f"fp32 {pk['fp32']:.0f} GFLOP/s. Model FLOP/s = 6 × params × tokens per stack: 6 × (encoder "
+              "matmul params × source tokens + (decoder + output projection) matmul params × target tokens); "
+              "embedding lookups and attention scores not counted. Tokens/s = non-pad target tokens.", "",
+              "| model | precision | target tok/s | src+tgt tok/s | step (s) | model GFLOP/s | MFU vs bf16 peak "
+              "| MFU vs fp32 peak | peak memory (MB) |", "|---|---|---|---|---|---|---|---|---|"]
+        rows = [(k, v) for k, v in dev["training"].items()] + [(k, v) for k, v in dev.get("other_models", {}).items()]
+        for name, f in rows:
+            label = {"ours": "our Transformer", "peer": "HF BART (peer)"}.get(name.split("_")[0], name) \
+                if name.startswith(("ours_", "peer_")) else name
+            mfu_b = f"{100 * f['mfu_bf16']:.0f}%" if f.get("mfu_bf16") else "—"
+            mfu_f = f"{100 * f['mfu_fp32']:.0f}%" if f.get("mfu_fp32") else "—"
+            L.append(f"| {label} | {f['precision']} | {_fmt(f['tokens_per_s'])} | {_fmt(f['src_tgt_tokens_per_s'])} | "
+                     f"{f['step_s']:.3f} | {_fmt(f['model_gflops'])} | {mfu_b} | {mfu_f} | {_fmt(f.get('peak_mem_mb'))} |")
+        tr = dev["training"]
+        ratios = []
+        for p in ("fp32", "bf16", "fp16"):
+            if f"ours_{p}" in tr and f"peer_{p}" in tr:
+                ratios.append(f"{p} {tr[f'ours_{p}']['tokens_per_s'] / tr[f'peer_{p}']['tokens_per_s']:.2f}x")
+        if ratios:
+            L += ["", "Ours / peer at the same precision: " + ", ".join(ratios) + "."]
+        L += ["", f"### Beam-{s['beams']} decoding ({s['dec_sources']} sources x {s['dec_len']} tokens, cached "
+              "keys/values, all beams as one batch)", "",
+              "| model | precision | generated tok/s | seconds | peak memory (MB) |", "|---|---|---|---|---|"]
+        for name, f in dev["decoding"].items():
+            label = "our Transformer" if name.startswith("ours_") else "HF BART `generate` (peer)"
+            L.append(f"| {label} | {f['precision']} | {_fmt(f['tokens_per_s'])} | {f['seconds']:.2f} | "
+                     f"{_fmt(f.get('peak_mem_mb'))} |")
+        L += ["", f"### Decoding time against beam size (our Transformer, {dev['default_precision']})", "",
+              "| beam | seconds | generated tok/s | time / beam-1 time |", "|---|---|---|---|"]
+        b1 = dev["decode_vs_beam"][0]["seconds"]
+        for r in dev["decode_vs_beam"]:
+            L.append(f"| {r['beam_size']} | {r['seconds']:.2f} | {_fmt(r['tokens_per_s'])} | {r['seconds'] / b1:.2f} |")
+        sc = dev.get("scaling")
+        if sc:
+            L += ["", f"### Epoch time against training-set size ({sc['experiment']} `{sc['profile']}` profile, run "
+                  f"`{sc['run']}`, {sc['dataset']}, {sc['precision']})", "",
+                  f"Method: {sc['method']}. Setup (reading, vocabulary, model) {sc['setup_s']:.0f} s, not counted.", "",
+                  "| training set | dialogues | batches | epoch (s) | data (s) | data share | target tok/s "
+                  "| time / 25% time | size / 25% size |", "|---|---|---|---|---|---|---|---|---|"]
+            for r in sc["rows"]:
+                L.append(f"| {int(100 * r['fraction'])}% | {r['examples']:,} | {r['batches']} | {r['epoch_s']:.0f} | "
+                         f"{r['data_s']:.1f} | {100 * r['data_share']:.1f}% | {_fmt(r['tokens_per_s'])} | "
+                         f"{r['relative_time']:.2f} | {r['relative_size']:.2f} |")
+        cp = dev.get("compile")
+        if cp:
+            L += ["", "### torch.compile (our Transformer's encoder and decoder stacks, training step)", ""]
+            if "error" in cp:
+                L.append(f"Not measured: {cp['error']}.")
+            else:
+                L.append(f"Compile (first step) {cp['compile_s']:.0f} s; steady step eager {cp['eager_step_s']:.2f} s, "
+                         f"compiled {cp['compiled_step_s']:.2f} s ({cp['speedup']:.2f}x): "
+                         + (f"pays after {cp['pays_after_steps']:.0f} steps." if cp["pays_after_steps"]
+                            else "never pays, so training does not use it."))
+        if dev.get("notes"):
+            L += ["", "Notes:"] + [f"- {n}" for n in dev["notes"]]
+    L += ["", "Figures: `bench.json` beside this file (every timed iteration included). Re-run: `zoo bench`."]
+    return "\n".join(L) + "\n"
+
+
+def choose_threads(requested: int | None, load: float | None) -> tuple[int, str]:
+    """torch CPU threads for the bench: ``requested`` if given; else torch's default, lowered to the
+    cores other processes leave free (never below 1). On a shared machine, OpenMP threads that outnumber
+    the free cores wait at every barrier for a descheduled sibling: measured here, 2 threads on 2 busy
+    cores ran a training step 3-4x slower than 1 thread, and erratically."""
+    default = torch.get_num_threads()
+    if requested:
+        return requested, "--threads"
+    ncpu = os.cpu_count() or default
+    if load is None:
+        return default, "torch's default"
+    free = max(1, int(round(ncpu - load)))
+    if free < default:
+        return free, (f"torch's default {default} lowered: load average {load:.1f} on {ncpu} CPUs leaves ~{free} "
+                      f"free; --threads N overrides")
+    return default, f"torch's default (load average {load:.1f} on {ncpu} CPUs)"
+
+
+def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices: list[str] | None = None,
+              scaling: bool = True, threads: int | None = None, data_dir: str | None = None,
+              full_epoch: bool = False, with_compile: bool = False, shape: Shape = PAPER, plan: Plan | None = None,
+              command: str = "zoo bench",
+              progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Run every measurement on each device and write ``out``/bench.json and ``out``/README.md."""
+    from datetime import datetime, timezone
+
+    from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, cpu_has_fast_bf16, hardware
+    t0 = time.perf_counter()
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    threads, why = choose_threads(threads, load_before)
+    torch.set_num_threads(threads)
+    progress(f"torch threads: {threads} ({why})")
+    plan = plan or (QUICK_PLAN if quick else FULL_PLAN)
+    if with_compile:
+        plan = replace(plan, compile=True)
+    if devices is None:
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    report: dict[str, Any] = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              "quick": quick, "hardware": hardware(), "cpu_fast_bf16": cpu_has_fast_bf16(),
+                              "threads": threads, "threads_reason": why, "load_before": load_before,
+                              "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                              "shape": asdict(shape), "plan": asdict(plan), "peer_config": peer_config(shape),
+                              "definitions": __doc__.split("Definitions (also written into the output):")[1].strip(),
+                              "devices": []}
+    try:
+        import transformers
+        report["transformers"] = transformers.__version__
+    except Exception:  # noqa: BLE001
+        report["transformers"] = None
+    for d in devices:
+        device = torch.device(d)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("--device cuda: no CUDA device is available")
+        report["devices"].append(run_device(device, shape, plan, scaling=scaling, data_dir=data_dir,
+                                            full_epoch=full_epoch, progress=progress))
+    report["wall_s"] = time.perf_counter() - t0
+    report["load_after"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cpu = next((r for r in report["devices"] if r["device"] == "cpu"), None)
+    if cpu is not None and not quick and not plan.compile and shape == PAPER:
+        cpu["targets"].append(_target("`zoo bench` wall time on CPU (all devices), seconds", report["wall_s"],
+                                      TARGET_BENCH_S, "s", lower_is_better=True))
+    out = Path(out)
+    atomic_write_json(out / "bench.json", report)
+    atomic_write_text(out / "README.md", markdown(report))
+    progress(f"wrote {out / 'bench.json'} and {out / 'README.md'} in {report['wall_s']:.0f}s")
+    for dev in report["devices"]:
+        for t in dev.get("targets", []):
+            progress(f"  [{dev['device']}] {t['target']}: {t['status']}")
+    return report
+
+
+__all__ = ["Shape", "Plan", "PAPER", "TINY", "FULL_PLAN", "QUICK_PLAN", "run_bench", "run_device", "matmul_peak",
+           "Trainer", "OurDecoder", "PeerDecoder", "measure_training", "measure_decoding", "epoch_scaling",
+           "decode_vs_beam", "flop_params", "train_flops", "random_batch", "targets", "markdown", "json"]

@@ -1,0 +1,216 @@
+"""`zoo bench` at tiny shapes (structure and positive figures, no timing assertions), and the fast paths
+it measures: the fused output layer + loss, the CPU math attention, the cheaper dropout mask and the
+Transformer's decoder state that keeps one row per source."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import random_batch, tiny_transformer, write_dialogsum
+from seq2seq_zoo import bench
+from seq2seq_zoo.config import DecodeConfig
+from seq2seq_zoo.decode import beam_search
+from seq2seq_zoo.models.layers import Dropout, dropout_keep_mask, fused_token_losses, math_attention
+from seq2seq_zoo.train.objectives import token_losses
+
+CPU = torch.device("cpu")
+TINY_PLAN = bench.Plan(warmup=1, iters=1, decode_iters=1, matmul_n=32, matmul_iters=1, scaling_steps=2,
+                       beam_sizes=(1, 2))
+
+
+def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
+    rep = bench.run_bench(tmp_path / "bench", shape=bench.TINY, plan=TINY_PLAN, scaling=False, devices=["cpu"],
+                          threads=1, progress=lambda s: None)
+    saved = json.loads((tmp_path / "bench" / "bench.json").read_text())
+    assert saved["shape"]["d_model"] == bench.TINY.d_model and saved["threads"] == 1
+    (dev,) = rep["devices"]
+    assert dev["device"] == "cpu" and dev["matmul_peak_gflops"]["bf16"] > 0
+    train = dev["training"]
+    assert {"ours_fp32", "ours_bf16"} <= set(train)
+    for fig in list(train.values()) + list(dev["other_models"].values()):
+        assert fig["tokens_per_s"] > 0 and fig["model_gflops"] > 0 and fig["step_s"] > 0
+        assert fig["src_tgt_tokens_per_s"] > fig["tokens_per_s"]
+        assert fig["peak_mem_mb"] >= 0
+    assert {"gru", "bahdanau", "bilstm"} <= set(dev["other_models"])
+    for fig in dev["decoding"].values():
+        assert fig["tokens"] == bench.TINY.dec_sources * bench.TINY.dec_len and fig["tokens_per_s"] > 0
+    assert [r["beam_size"] for r in dev["decode_vs_beam"]] == [1, 2]
+    if "peer_bf16" in train:  # transformers installed: the peer is measured and the targets are stated
+        names = [t["target"] for t in dev["targets"]]
+        assert any("peer" in n for n in names)
+        assert all(("met" in t["status"]) or ("MISSED by" in t["status"]) for t in dev["targets"])
+    md = (tmp_path / "bench" / "README.md").read_text()
+    assert "| our Transformer | bf16 |" in md and "Hardware:" in md and "6 × params × tokens" in md
+
+
+def test_flops_estimate_counts_matmul_params_per_stack():
+    model, _ = bench.our_transformer(bench.TINY, CPU)
+    fp = bench.flop_params(model)
+    d, ff, V = bench.TINY.d_model, bench.TINY.d_ff, bench.TINY.vocab
+    layer_enc = (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d)
+    assert fp["encoder"] == bench.TINY.layers * layer_enc
+    assert fp["output"] == V * d + V          # the tied projection is a matmul even though shared
+    assert bench.train_flops(fp, 10, 5) == 6 * (fp["encoder"] * 10 + (fp["decoder"] + fp["output"]) * 5)
+
+
+def test_epoch_scaling_on_a_tiny_corpus(tmp_path):
+    from seq2seq_zoo.config import load_experiment
+    from seq2seq_zoo.runner import prepare_data
+    write_dialogsum(tmp_path, n_train=24)
+    exp = tmp_path / "e.toml"
+    exp.write_text('[experiment]\nname = "t"\ndataset = "dialogsum"\n[defaults]\nmodel = "transformer"\n'
+                   'd_model = 16\nd_ff = 32\nheads = 2\nlayers = 1\ntrain.batch_size = 4\n[[runs]]\nname = "a"\n')
+    spec = load_experiment(exp).runs[0]
+    vocab, data, _ = prepare_data(spec, str(tmp_path), log=lambda s: None)
+    res = bench.epoch_scaling(CPU, TINY_PLAN, prepared=(spec, vocab, data), progress=lambda s: None)
+    assert [r["fraction"] for r in res["rows"]] == [0.25, 0.5, 1.0]
+    assert [r["examples"] for r in res["rows"]] == [6, 12, 24]
+    for r in res["rows"]:
+        assert r["epoch_s"] > 0 and r["timed_updates"] == 2 and r["extrapolated"]
+    assert res["rows"][0]["relative_time"] == 1.0
+
+
+def test_targets_say_met_or_missed_by_how_much():
+    res = {"default_precision": "bf16",
+           "training": {"ours_bf16": {"tokens_per_s": 300.0}, "peer_bf16": {"tokens_per_s": 100.0},
+                        "peer_fp32": {"tokens_per_s": 150.0}, "ours_fp32": {"tokens_per_s": 120.0}},
+           "decoding": {"ours_bf16": {"tokens_per_s": 250.0}, "peer_fp32": {"tokens_per_s": 100.0}}}
+    t = {x["target"].split(",")[0]: x for x in bench.targets(res)}
+    train = t["training tokens/s"]
+    assert train["met"] and train["value"] == pytest.approx(2.0)   # against the peer's best (fp32 here)
+    fp32 = t["training tokens/s in fp32"]
+    assert not fp32["met"] and "MISSED by 20%" in fp32["status"]
+    dec = next(x for x in bench.targets(res) if x["target"].startswith("beam"))
+    assert not dec["met"] and "MISSED by 17%" in dec["status"]
+
+
+# ---------------------------------------------------------------------------------------- fast paths
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_fused_token_losses_equal_token_losses(eps):
+    torch.manual_seed(0)
+    V, d = 37, 8
+    h = torch.randn(3, 5, d, dtype=torch.float64, requires_grad=True)
+    lin = torch.nn.Linear(d, V).double()
+    target = torch.randint(4, V, (3, 5))
+    target[0, 3:] = 0                 # padding
+    target[1, 1] = V + 2              # an extended id the layer cannot produce -> <unk>
+    ref_loss, ref_nll, ref_n = token_losses(lin(h).log_softmax(-1), target, eps, V)
+    g_ref = torch.autograd.grad(ref_loss, [h, lin.weight, lin.bias])
+    loss, nll, n = fused_token_losses(h, lin.weight, lin.bias, target, eps, V)
+    g = torch.autograd.grad(loss, [h, lin.weight, lin.bias])
+    assert n == ref_n == 13
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll)
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b)
+
+
+def test_fused_token_losses_over_several_row_blocks():
+    """A vocabulary large enough that the rows are processed in several blocks (and the upstream
+    gradient is not 1)."""
+    torch.manual_seed(2)
+    V, d = 5000, 4
+    h = torch.randn(2, 1000, d, dtype=torch.float64, requires_grad=True)
+    lin = torch.nn.Linear(d, V).double()
+    target = torch.randint(4, V, (2, 1000))
+    target[1, 900:] = 0
+    ref = token_losses(lin(h).log_softmax(-1), target, 0.1, V)[0] * 0.37
+    g_ref = torch.autograd.grad(ref, [h, lin.weight, lin.bias])
+    loss = fused_token_losses(h, lin.weight, lin.bias, target, 0.1, V)[0] * 0.37
+    g = torch.autograd.grad(loss, [h, lin.weight, lin.bias])
+    torch.testing.assert_close(loss, ref)
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b)
+
+
+def test_fused_token_losses_under_bf16_autocast_match_the_unfused_path():
+    torch.manual_seed(1)
+    V, d = 300, 16
+    h = torch.randn(2, 40, d, requires_grad=True)
+    lin = torch.nn.Linear(d, V)
+    target = torch.randint(4, V, (2, 40))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = token_losses(lin(h).float().log_softmax(-1), target, 0.1, V)[0]
+        fused = fused_token_losses(h, lin.weight, lin.bias, target, 0.1, V)[0]
+    torch.testing.assert_close(fused, ref, rtol=1e-4, atol=1e-3)
+    g_ref = torch.autograd.grad(ref, [h, lin.weight])
+    g = torch.autograd.grad(fused, [h, lin.weight])
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b, rtol=0.05, atol=1e-3)
+
+
+def test_transformer_output_log_probs_are_lazy_and_unchanged():
+    model = tiny_transformer(vocab_size=30)
+    batch = random_batch(30, src_lens=[4, 6], tgt_lens=[3, 5], seed=1)
+    out = model(batch)
+    assert out._log_probs is None     # nothing computed until read
+    h, _ = model.decoder(model.feed(batch.tgt_in), model.encoder(batch.src)[0], batch.src_mask[:, None, None, :])
+    torch.testing.assert_close(out.log_probs, model.generator(h).log_softmax(-1))
+    loss, nll, n = out.token_losses(batch.tgt_out, 0.1, 30)
+    ref = token_losses(out.log_probs, batch.tgt_out, 0.1, 30)
+    torch.testing.assert_close(loss, ref[0])
+    torch.testing.assert_close(nll, ref[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_math_attention_equals_sdpa(dtype):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(3, 2, 5, 4, dtype=dtype) for _ in range(3))
+    mask = torch.ones(3, 1, 1, 5, dtype=torch.bool)
+    mask[1, ..., 3:] = False
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(math_attention(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                               **tol)
+    torch.testing.assert_close(math_attention(q, k, v, is_causal=True),
+                               F.scaled_dot_product_attention(q, k, v, is_causal=True), **tol)
+    # one query against cached keys: the causal mask is aligned to the last key
+    torch.testing.assert_close(math_attention(q[:, :, -1:], k, v, is_causal=True),
+                               F.scaled_dot_product_attention(q, k, v, is_causal=True)[:, :, -1:], **tol)
+
+
+def test_fast_dropout_rate_scale_and_determinism():
+    keep, rate = dropout_keep_mask((400, 500), 0.1, CPU)
+    assert rate == pytest.approx(0.1, abs=1e-5)
+    assert abs(1 - keep.float().mean().item() - 0.1) < 0.005
+    drop = Dropout(0.1).train()
+    x = torch.ones(200, 300)
+    torch.manual_seed(3)
+    a = drop(x)
+    torch.manual_seed(3)
+    b = drop(x)
+    assert torch.equal(a, b)                                           # a function of torch's RNG state
+    zero, kept = torch.unique(a).tolist()
+    assert zero == 0.0 and kept == pytest.approx(1 / (1 - rate))
+    assert abs(a.mean().item() - 1.0) < 0.01                           # unbiased
+    assert torch.equal(drop.eval()(x), x)
+    g = torch.autograd.grad(Dropout(0.5).train()(x.requires_grad_()).sum(), x)[0]
+    assert set(torch.unique(g).tolist()) <= {0.0, 2.0}
+
+
+def test_beam_search_with_one_row_per_source_equals_expanded_state():
+    """Keeping the encoder output once per source (grouped cross-attention) decodes exactly as the
+    generic state that copies it for every hypothesis."""
+    model = tiny_transformer(vocab_size=30, seed=7)
+    batch = random_batch(30, src_lens=[5, 9, 3], tgt_lens=[3, 3, 3], seed=2)
+    cfg = DecodeConfig(beam_size=3, max_len=8, min_len=2, length_penalty=0.6)
+    fast, fast_scores = beam_search(model, batch, cfg, return_scores=True)
+
+    class Generic(type(model)):  # the base class's reorder: every tensor indexed per hypothesis
+        def encode(self, b):
+            st = super().encode(b)
+            return {k: v for k, v in st.items() if k not in ("row", "group", "src_bias")}
+
+        def reorder(self, state, index):
+            from seq2seq_zoo.models.base import _index
+            return _index(state, index)
+
+    generic = Generic.__new__(Generic)
+    generic.__dict__ = model.__dict__
+    slow, slow_scores = beam_search(generic, batch, cfg, return_scores=True)
+    assert fast == slow
+    assert fast_scores == pytest.approx(slow_scores, abs=1e-4)
+    assert all(math.isfinite(s) for s in fast_scores)

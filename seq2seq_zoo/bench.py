@@ -20,14 +20,13 @@ Definitions (also written into the output):
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -81,8 +80,8 @@ TINY = Shape(vocab=60, d_model=16, d_ff=32, heads=2, layers=1, batch=2, src_len=
 @dataclass
 class Plan:
     """How long to measure: warm-up and timed iterations per figure."""
-    warmup: int = 2
-    iters: int = 5
+    warmup: int = 1
+    iters: int = 4
     decode_iters: int = 3
     matmul_n: int = 2048
     matmul_iters: int = 8
@@ -807,12 +806,12 @@ def markdown(report: dict[str, Any]) -> str:
     L.append(f"`{report['command']}` — {report['date']}, {report['wall_s']:.0f} s in all"
              + (" (quick: fewer iterations)" if report["quick"] else "") + ".")
     L.append("")
-    L.append(f"Hardware: {hw.get('cpu')}, {hw.get('cpu_threads')} torch threads of {hw.get('logical_cpus')} logical "
-             f"CPUs{', GPU ' + hw['gpu'] if hw.get('gpu') else ''}; torch {hw.get('torch')}"
-             f"{', transformers ' + report['transformers'] if report.get('transformers') else ''}; "
-             f"bf16 autocast by default on CPU: {report['cpu_fast_bf16']}.")
+    L.append(f"Hardware: {hw.get('cpu')}, {hw.get('logical_cpus')} logical CPUs, bf16 matmul instructions: "
+             f"{report.get('cpu_bf16_isa', 'unknown')}{', GPU ' + hw['gpu'] if hw.get('gpu') else ''}; "
+             f"torch {hw.get('torch')}{', transformers ' + report['transformers'] if report.get('transformers') else ''}; "
+             f"bf16 autocast by default on CPU: {'yes' if report['cpu_fast_bf16'] else 'no'}.")
     if report.get("load_before") is not None:
-        L.append(f"Threads: {report['threads']} — {report['threads_reason']}. Load average (1 min) before / after: "
+        L.append(f"torch threads: {report['threads']} — {report['threads_reason']}. Load average (1 min) before / after: "
                  f"{report['load_before']:.1f} / {report.get('load_after') or 0:.1f}"
                  + (f"; OMP_WAIT_POLICY={report['omp_wait_policy']}" if report.get("omp_wait_policy") else "") + ".")
     s = report["shape"]
@@ -893,6 +892,19 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
+def cpu_bf16_isa() -> str:
+    """Which bf16 matmul instructions the CPU has: AMX (tiles, several times the fp32 rate), AVX512-BF16
+    (dot products, about twice the fp32 rate) or none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return "unknown"
+    if "amx_bf16" in flags:
+        return "AMX"
+    return "AVX512-BF16 (no AMX)" if "avx512_bf16" in flags else "none"
+
+
 def choose_threads(requested: int | None, load: float | None) -> tuple[int, str]:
     """torch CPU threads for the bench: ``requested`` if given; else torch's default, lowered to the
     cores other processes leave free (never below 1). On a shared machine, OpenMP threads that outnumber
@@ -932,6 +944,7 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     report: dict[str, Any] = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               "quick": quick, "hardware": hardware(), "cpu_fast_bf16": cpu_has_fast_bf16(),
+                              "cpu_bf16_isa": cpu_bf16_isa(),
                               "threads": threads, "threads_reason": why, "load_before": load_before,
                               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                               "shape": asdict(shape), "plan": asdict(plan), "peer_config": peer_config(shape),
@@ -966,4 +979,5 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
 
 __all__ = ["Shape", "Plan", "PAPER", "TINY", "FULL_PLAN", "QUICK_PLAN", "run_bench", "run_device", "matmul_peak",
            "Trainer", "OurDecoder", "PeerDecoder", "measure_training", "measure_decoding", "epoch_scaling",
-           "decode_vs_beam", "flop_params", "train_flops", "random_batch", "targets", "markdown", "json"]
+           "decode_vs_beam", "flop_params", "train_flops", "random_batch", "targets", "markdown", "measure_compile",
+           "choose_threads", "cpu_bf16_isa"]

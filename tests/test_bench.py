@@ -150,7 +150,7 @@ def test_transformer_output_log_probs_are_lazy_and_unchanged():
     assert out._log_probs is None     # nothing computed until read
     h, _ = model.decoder(model.feed(batch.tgt_in), model.encoder(batch.src)[0], batch.src_mask[:, None, None, :])
     torch.testing.assert_close(out.log_probs, model.generator(h).log_softmax(-1))
-    loss, nll, n = out.token_losses(batch.tgt_out, 0.1, 30)
+    loss, nll, _ = out.token_losses(batch.tgt_out, 0.1, 30)
     ref = token_losses(out.log_probs, batch.tgt_out, 0.1, 30)
     torch.testing.assert_close(loss, ref[0])
     torch.testing.assert_close(nll, ref[1])

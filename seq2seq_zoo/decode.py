@@ -20,6 +20,7 @@ import torch
 
 from seq2seq_zoo.config import DecodeConfig
 from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seq2seq_zoo.models.layers import packed_linear_weights
 
 NEG = float("-inf")
 
@@ -115,6 +116,8 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
     base = (torch.arange(B, device=device) * K).repeat_interleave(K)
     cpen = torch.zeros(B * K, device=device)            # coverage penalty of each hypothesis
     use_cov = False
+    eos_only = torch.full((1, K), NEG, device=device)   # a finished row's candidates: EOS at 0, nothing else
+    eos_only[0, 0] = 0.0
     scale_len = cfg.length_penalty_style != "none" and cfg.length_penalty != 0  # else the penalty is 1
     for step in range(cfg.max_len):
         lp, state = model.decode_step(state, prev)
@@ -123,19 +126,23 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
             cpen = torch.where(finished, cpen, cp)
             use_cov = True
         lp = _adjust(lp.float(), tokens, step, cfg)
-        V = lp.size(-1)
+        # Within one hypothesis' row the ranking score is lp plus constants (its score, length penalty and
+        # coverage penalty), so the best K continuations overall are among each row's best K: select per
+        # row first, then rank the (B, K*K) candidates; nothing of size V is written after log_softmax.
+        k = min(K, lp.size(-1))
+        row_lp, row_tok = lp.topk(k, dim=-1)                              # (B*K, k)
         # a finished hypothesis only extends with EOS at no cost: its score is frozen
-        lp = lp.masked_fill(finished[:, None], NEG)
-        lp[:, EOS_ID] = torch.where(finished, torch.zeros_like(lp[:, EOS_ID]), lp[:, EOS_ID])
-        cand = scores[:, None] + lp                                         # (B*K, V)
+        row_lp = torch.where(finished[:, None], eos_only[:, :k], row_lp)
+        row_tok = row_tok.masked_fill(finished[:, None], EOS_ID)
+        cand = scores[:, None] + row_lp                                     # (B*K, k)
         cand_len = torch.where(finished, lengths, torch.full_like(lengths, step + 1))
         rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None] if scale_len else cand
-        if use_cov:  # (adding zeros would not change the ranking; skipped: two passes over (B*K, V) a step)
+        if use_cov:
             rank = rank + cpen[:, None]
-        top_rank, top_idx = rank.view(B, K * V).topk(K, dim=-1)
-        origin = (top_idx // V).view(-1) + base                            # flat index of the parent beam
-        tok = (top_idx % V).view(-1)
-        scores = cand.view(B, K * V).gather(1, top_idx).view(-1)
+        top_rank, top_idx = rank.view(B, K * k).topk(K, dim=-1)
+        origin = (top_idx // k).view(-1) + base                            # flat index of the parent beam
+        tok = row_tok.view(B, K * k).gather(1, top_idx).view(-1)
+        scores = cand.view(B, K * k).gather(1, top_idx).view(-1)
         tokens = torch.cat([tokens[origin], tok[:, None]], 1)
         was_finished = finished[origin]
         lengths = torch.where(was_finished, lengths[origin], torch.full_like(lengths, step + 1))
@@ -169,10 +176,12 @@ def generate(model, batch, cfg: DecodeConfig) -> list[list[int]]:
     """Token ids (extended ids for copied words) for every example, without BOS/EOS."""
     was = model.training
     model.eval()
+    rows = batch.src.size(0) * (1 if cfg.method == "greedy" else cfg.beam_size)
     try:
-        if cfg.method == "greedy":
-            return greedy(model, batch, cfg)
-        return beam_search(model, batch, cfg)
+        with torch.no_grad(), packed_linear_weights(model, rows):
+            if cfg.method == "greedy":
+                return greedy(model, batch, cfg)
+            return beam_search(model, batch, cfg)
     finally:
         model.train(was)
 

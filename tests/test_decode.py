@@ -246,3 +246,93 @@ def test_beam_batch_independence():
         one = collate([make_encoded(batch.src[i, : int(batch.src_len[i])].tolist(), [5])])
         assert beam_search(model, one, cfg)[0] == together[i]
 
+
+
+def flat_beam_reference(model, batch, cfg):
+    """Beam search written the textbook way: every step ranks all K * V continuations of each example
+    at once (the decoder's per-row preselection must pick the same hypotheses)."""
+    from seq2seq_zoo.decode import _adjust, _strip
+    K, B = cfg.beam_size, batch.src.size(0)
+    with torch.no_grad():
+        state = model.reorder(model.encode(batch), torch.arange(B).repeat_interleave(K))
+        scores = torch.full((B, K), float("-inf"))
+        scores[:, 0] = 0
+        scores = scores.view(-1)
+        tokens = torch.empty((B * K, 0), dtype=torch.long)
+        finished = torch.zeros(B * K, dtype=torch.bool)
+        lengths = torch.zeros(B * K, dtype=torch.long)
+        prev = torch.full((B * K,), BOS_ID)
+        base = (torch.arange(B) * K).repeat_interleave(K)
+        for step in range(cfg.max_len):
+            lp, state = model.decode_step(state, prev)
+            lp = _adjust(lp.float(), tokens, step, cfg).masked_fill(finished[:, None], float("-inf"))
+            lp[:, EOS_ID] = torch.where(finished, 0.0, lp[:, EOS_ID])
+            cand = scores[:, None] + lp
+            cand_len = torch.where(finished, lengths, step + 1)
+            rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None]
+            V = lp.size(-1)
+            _, idx = rank.view(B, K * V).topk(K, dim=-1)
+            origin = (idx // V).view(-1) + base
+            tok = (idx % V).view(-1)
+            scores = cand.view(B, K * V).gather(1, idx).view(-1)
+            tokens = torch.cat([tokens[origin], tok[:, None]], 1)
+            lengths = torch.where(finished[origin], lengths[origin], step + 1)
+            finished = finished[origin] | (tok == EOS_ID)
+            state = model.reorder(state, origin)
+            prev = tok
+            if bool(finished.all()):
+                break
+        final = scores / length_penalty(torch.where(finished, lengths, tokens.size(1)), cfg.length_penalty,
+                                        cfg.length_penalty_style)
+        best = final.view(B, K).argmax(-1) + torch.arange(B) * K
+    return [_strip(tokens[i].tolist()) for i in best.tolist()], scores[best].tolist()
+
+
+# (EOS biases chosen so that in every case some hypotheses end before max_len and others do not)
+@pytest.mark.parametrize("seed,eos,K,alpha,style,ngram,min_len", [
+    (1, 1.5, 4, 0.0, "none", 0, 0), (2, 1.0, 4, 0.6, "gnmt", 0, 2), (3, 1.5, 3, 1.0, "hf", 2, 0),
+    (4, 0.5, 5, 1.2, "gnmt", 3, 3), (5, 2.5, 2, 0.6, "gnmt", 0, 0)])
+def test_beam_search_equals_the_flat_reference(seed, eos, K, alpha, style, ngram, min_len):
+    model = peaky_model(seed, 2.0, eos)
+    batch = random_batch(V, [5, 8, 3, 6, 7, 4], [1] * 6, seed=seed)
+    cfg = DecodeConfig(beam_size=K, length_penalty=alpha, length_penalty_style=style, max_len=12,
+                       no_repeat_ngram=ngram, min_len=min_len)
+    got, got_scores = beam_search(model, batch, cfg, return_scores=True)
+    want, want_scores = flat_beam_reference(model, batch, cfg)
+    assert got == want
+    assert got_scores == pytest.approx(want_scores, abs=1e-5)
+    assert len({len(x) for x in got}) > 1  # some hypotheses finished early, so freezing was exercised
+
+
+def test_packed_linear_weights_same_outputs_and_restored():
+    from seq2seq_zoo.models.layers import packed_linear_weights
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(12, 40), torch.nn.ReLU(), torch.nn.Linear(40, 7))
+    x = torch.randn(5, 3, 12)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        plain = net(x)
+        with packed_linear_weights(net, rows=15):
+            packed = net(x)
+            patched = [m for m in net if "forward" in m.__dict__]
+        after = net(x)
+    assert packed.dtype == plain.dtype == torch.bfloat16 and packed.shape == (5, 3, 7)
+    torch.testing.assert_close(packed.float(), plain.float(), rtol=1e-2, atol=1e-2)
+    assert torch.equal(after, plain)
+    assert all("forward" not in m.__dict__ for m in net)  # restored
+    if patched:  # this torch build has the oneDNN ops: both linear layers were swapped
+        assert len(patched) == 2
+    with torch.autocast("cpu", dtype=torch.bfloat16), packed_linear_weights(net):  # grad on: a no-op
+        assert all("forward" not in m.__dict__ for m in net)
+
+
+def test_generate_under_bf16_autocast_matches_unpacked_decoding(monkeypatch):
+    import contextlib
+    from seq2seq_zoo import decode
+    model = peaky_model(3, 4.0, 2.0)
+    batch = random_batch(V, [5, 8, 3, 6], [1] * 4, seed=3)
+    cfg = DecodeConfig(beam_size=3, length_penalty=0.6, max_len=12)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        packed = generate(model, batch, cfg)
+        monkeypatch.setattr(decode, "packed_linear_weights", lambda m, rows=32: contextlib.nullcontext())
+        unpacked = generate(model, batch, cfg)
+    assert packed == unpacked

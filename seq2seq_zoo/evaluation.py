@@ -82,13 +82,16 @@ def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device) -> tup
 
 def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: DecodeConfig, device, dtype,
                      split: str, progress: bool = False) -> tuple[list[str], dict]:
-    from seq2seq_zoo.runner import decode_split
+    from seq2seq_zoo.runner import copy_stats, decode_split
     t0 = time.perf_counter()
-    preds = decode_split(model, data, vocab, dataclasses.replace(spec, decode=cfg), device, dtype, progress)
+    preds, ids = decode_split(model, data, vocab, dataclasses.replace(spec, decode=cfg), device, dtype, progress,
+                              return_ids=True)
     t1 = time.perf_counter()
+    copying = copy_stats(model, data, ids, len(vocab), device, dtype, cfg.batch_size)  # p_gen, copied OOVs
     scores, settings = score(preds, [e.references for e in data], spec, device)
     return preds, {"split": split, "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
-                   "settings": settings, "decode_seconds": t1 - t0, "metric_seconds": time.perf_counter() - t1}
+                   "settings": settings, "copying": copying, "decode_seconds": t1 - t0,
+                   "metric_seconds": time.perf_counter() - t1}
 
 
 def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_preds: list[str], vocab,

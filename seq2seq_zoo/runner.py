@@ -145,7 +145,7 @@ def copy_stats(model, data: list[Encoded], pred_ids: list[list[int]], vocab_size
     total, n, copied = 0.0, 0, 0
     for _, batch in iterate(items, bucket_batches(items, batch_size, shuffle=False)):
         batch.to(device)
-        with autocast(device, dtype):
+        with torch.no_grad(), autocast(device, dtype):
             out = model(batch)
         if "p_gen" not in out.extras:
             return None

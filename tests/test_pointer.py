@@ -366,6 +366,15 @@ def test_init_from_coverage_phase_and_scst_end_to_end(tmp_path):
     assert len(att["p_gen"]) == len(att["predicted_tokens"])
     readme = (res / "ptr_e2e" / "README.md").read_text()
     assert "Starting checkpoint vs fine-tuned" in readme and "p_gen" in readme
+    # a re-decode of the pointer run carries the copy statistics too, and its table row shows them
+    assert main(["eval", str(res / "ptr_e2e" / "pg"), "--decode", "method=greedy", "--name", "b2",
+                 "--no-progress"]) == 0
+    b2 = json.loads((res / "ptr_e2e" / "pg" / "decodes" / "b2" / "record.json").read_text())
+    assert 0.0 < b2["eval"]["copying"]["p_gen_mean"] < 1.0
+    rows = (res / "ptr_e2e" / "table.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    b2_row = next(r.split(",") for r in rows[1:] if ",b2," in r)
+    assert b2_row[header.index("p_gen")] != ""
     # a run whose shapes do not fit the checkpoint stops with a message naming the mismatch
     rc = main(["run", str(toml), "--results", str(res), "--no-progress", "--only", "bad-init"])
     torch.set_num_threads(threads)

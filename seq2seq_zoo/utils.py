@@ -1,6 +1,7 @@
 """Small shared helpers: atomic writes, seeding, hardware description."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -106,6 +107,7 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_has_fast_bf16() -> bool:
     """True where bf16 matmuls are native (AMX / AVX512-BF16): then bf16 autocast pays on CPU."""
     try:

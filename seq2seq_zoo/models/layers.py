@@ -101,9 +101,12 @@ def packed_linear_weights(model: nn.Module, rows: int = 32):
     (issue #7, AVX512-BF16, 1 thread): the 32 x 300 x 15,000 output projection of a beam-4 step
     2.8 -> 1.7 ms, the 300-wide layers ~20% faster; results are bitwise the same. ``rows`` is the
     expected number of input rows (the layout's blocking hint; any number works). A no-op when grad is
-    enabled, without CPU bf16 autocast, or where this torch build lacks the oneDNN ops."""
+    enabled, without CPU bf16 autocast, on CPUs without bf16 instructions, or where this torch build
+    lacks the oneDNN ops."""
+    from seq2seq_zoo.utils import cpu_has_fast_bf16
     dtype = torch.bfloat16
-    if torch.is_grad_enabled() or not torch.is_autocast_enabled("cpu") or torch.get_autocast_dtype("cpu") != dtype:
+    if (torch.is_grad_enabled() or not torch.is_autocast_enabled("cpu") or torch.get_autocast_dtype("cpu") != dtype
+            or not cpu_has_fast_bf16()):   # (bf16 forced on a CPU without bf16 instructions: leave it be)
         yield
         return
     patched = []

@@ -231,6 +231,7 @@ def cmd_run(args) -> int:
             s.train.device = args.device
     exp_dir = Path(args.results) / exp.name
     locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
+    finished = False  # a clean finish: DDP ranks leave the process group together
     try:
         t0 = time.perf_counter()
         names = [s.name for s in exp.runs]
@@ -260,14 +261,16 @@ def cmd_run(args) -> int:
             print(f"[{spec.name}] done in {record['wall_seconds']:.0f}s: ROUGE-1 {sc.get('rouge1', 0):.2f} "
                   f"ROUGE-2 {sc.get('rouge2', 0):.2f} ROUGE-L {sc.get('rougeL', 0):.2f}")
         if ddp is not None and not ddp.is_main:
+            finished = True
             return 0
         _decode_sweep(exp, exp_dir, args)
         paths = build_report(exp_dir)
         print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
+        finished = True
     finally:
         for lock in locks:
             lock.unlink(missing_ok=True)
-        distributed.shutdown()
+        distributed.shutdown(wait=finished)
     return 0
 
 

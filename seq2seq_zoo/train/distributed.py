@@ -311,9 +311,17 @@ def setup() -> DDPContext | None:
     return _CURRENT
 
 
-def shutdown() -> None:
+def shutdown(wait: bool = False) -> None:
+    """Leave the process group. ``wait`` (a clean finish): first wait until every rank gets here, so
+    that ranks > 0 do not tear down their end while rank 0 still decodes and writes the report (gloo
+    then aborted them now and then with "terminate called without an active exception")."""
     global _CURRENT
     if _CURRENT is not None and torch.distributed.is_initialized():
+        if wait:
+            try:
+                torch.distributed.barrier()
+            except RuntimeError:  # another rank is gone: nothing left to wait for
+                pass
         torch.distributed.destroy_process_group()
     _CURRENT = None
 

@@ -337,9 +337,10 @@ class _FusedSmoothedNLL(torch.autograd.Function):
     Per block, G = softmax(z) - (1 - eps) onehot(y) in the compute precision (one fused softmax kernel
     into a reused buffer, then a scatter), dh = G W, dW += G^T h, db += sum G; the eps / width term is a
     rank-one correction of dh, dW and db, and the upstream g scales those (small) results, so no
-    elementwise pass over the logits is spent on either. On the bench's 2,000 x 15,000 output layer
-    this cut the loss's elementwise time ~5x against exp/sub/copy passes in mixed precision, which
-    CPUs run through a slow type-promoting path."""
+    elementwise pass over the logits is spent on either. This avoids elementwise ops that mix bf16 logits
+    with fp32 statistics, which CPUs run through a slow type-promoting path: on the bench's 2,000 x 15,000
+    output layer (1 thread) the loss's elementwise time went ~260 -> ~190 ms and the whole fused loss,
+    forward and backward, ~0.56 -> ~0.50 s."""
 
     @staticmethod
     def forward(ctx, h, weight, bias, target, eps: float, width: int, blocked: bool):

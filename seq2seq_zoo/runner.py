@@ -21,6 +21,7 @@ from seq2seq_zoo.decode import generate
 from seq2seq_zoo.evaluation import evaluate_extras, pick_examples
 from seq2seq_zoo.metrics import evaluate
 from seq2seq_zoo.models.base import build_model, count_parameters, model_context
+from seq2seq_zoo.models.layers import packed_linear_weights
 from seq2seq_zoo.results import write_predictions, write_record
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.loop import autocast, autocast_dtype, fit, lr_at
@@ -76,14 +77,16 @@ def decode_split(model, data: list[Encoded], vocab: Vocab, spec: RunSpec, device
     preds: dict[int, str] = {}
     pred_ids: dict[int, list[int]] = {}
     batches = bucket_batches(data, spec.decode.batch_size, shuffle=False)
-    for _, batch in tqdm(iterate(data, batches), total=len(batches), desc="decoding", disable=None if progress else True,
-                         leave=False):
-        batch.to(device)
-        with autocast(device, dtype):
+    rows = spec.decode.batch_size * (1 if spec.decode.method == "greedy" else spec.decode.beam_size)
+    # weights packed once for the whole split (``generate`` then finds them packed and keeps them)
+    with torch.no_grad(), autocast(device, dtype), packed_linear_weights(model, rows):
+        for _, batch in tqdm(iterate(data, batches), total=len(batches), desc="decoding",
+                             disable=None if progress else True, leave=False):
+            batch.to(device)
             ids = generate(model, batch, spec.decode)
-        for ex_id, oovs, seq in zip(batch.ids, batch.oovs, ids):
-            preds[ex_id] = detokenize(vocab.decode(seq, oovs))
-            pred_ids[ex_id] = seq
+            for ex_id, oovs, seq in zip(batch.ids, batch.oovs, ids):
+                preds[ex_id] = detokenize(vocab.decode(seq, oovs))
+                pred_ids[ex_id] = seq
     if return_ids:
         return [preds[e.id] for e in data], [pred_ids[e.id] for e in data]
     return [preds[e.id] for e in data]

@@ -45,6 +45,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
+from seq2seq_zoo.models.layers import log_softmax_fp32
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
@@ -237,14 +238,14 @@ class GRUSeq2Seq(_Recurrent):
         (h0,) = self._from_state(self.encode(batch))
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))           # E y_{t-1}
         s, _ = self.decoder(y, h0)                                         # s_t = GRU(s_{t-1}, y_{t-1})
-        log_probs = torch.log_softmax(self.output(self.drop(s)), -1, dtype=torch.float32)    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
+        log_probs = log_softmax_fp32(self.output(self.drop(s)))    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
         return StepOutput(log_probs)
 
     def decode_step(self, state, prev):
         (h,) = self._from_state(state)
         y = self.drop(self.tgt_embed(self.feed(prev))).unsqueeze(1)
         s, h = self.decoder(y, h)
-        log_probs = torch.log_softmax(self.output(self.drop(s[:, 0])), -1, dtype=torch.float32)
+        log_probs = log_softmax_fp32(self.output(self.drop(s[:, 0])))
         return log_probs, self._to_state((h,))
 
 
@@ -297,7 +298,7 @@ class _Attentional(_Recurrent):
     def _distribution(self, feats, a, extra, enc) -> tuple[torch.Tensor, torch.Tensor | None]:
         """log p(y_t | ...) over the output width, and p_gen if the model has one. Leading dims of
         ``feats`` / ``a`` are (B, T) in teacher forcing and (B,) in a decoding step."""
-        return torch.log_softmax(self.output(self.drop(feats)), -1, dtype=torch.float32), None
+        return log_softmax_fp32(self.output(self.drop(feats))), None
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
         enc = self.encode(batch)

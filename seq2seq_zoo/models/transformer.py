@@ -34,7 +34,7 @@ class TransformerOutput(StepOutput):
         if self._log_probs is None:
             dev, enabled, dtype = self._autocast
             with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
-                self._log_probs = torch.log_softmax(self._generator(self._hidden), -1, dtype=torch.float32)
+                self._log_probs = log_softmax_fp32(self._generator(self._hidden))
         return self._log_probs
 
     @log_probs.setter

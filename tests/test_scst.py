@@ -15,7 +15,8 @@ from seq2seq_zoo.data.batching import collate
 from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from seq2seq_zoo.registry import MODELS, OBJECTIVES
 from seq2seq_zoo.train.loop import fit
-from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, _rollout, _text, scst_loss
+from seq2seq_zoo.decode import rollout
+from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, _text, scst_loss
 from seq2seq_zoo.train.rewards import RewardFunction, parse_reward
 
 CPU = torch.device("cpu")
@@ -48,7 +49,7 @@ def test_gradient_raises_logp_of_sample_that_beats_greedy(sign):
     model.eval()  # no dropout: the teacher-forced check below sees the same function
     batch = collate(data[:3])
     g = torch.Generator().manual_seed(0)
-    ids, logp = _rollout(model, batch, 10, sample=True, generator=g)
+    ids, logp = rollout(model, batch, 10, sample=True, generator=g)
     with torch.no_grad():
         before = seq_mean_logp(model, batch, ids)
     assert torch.allclose(before, (logp * (ids != PAD_ID)).sum(1) / (ids != PAD_ID).sum(1), atol=1e-5)
@@ -106,7 +107,7 @@ def test_masking_after_eos_is_exact():
 def test_rollout_pads_after_eos_and_zeroes_logp():
     vocab, data, model, cfg = setup(seed=3)
     batch = collate(data[:4])
-    ids, logp = _rollout(model.eval(), batch, 15, sample=True, generator=torch.Generator().manual_seed(2))
+    ids, logp = rollout(model.eval(), batch, 15, sample=True, generator=torch.Generator().manual_seed(2))
     for row, lrow in zip(ids.tolist(), logp.tolist()):
         if EOS_ID in row:
             k = row.index(EOS_ID)
@@ -119,7 +120,7 @@ def test_reward_equals_rouge_score_on_decoded_strings():
     vocab, data, model, cfg = setup(rl_reward="0.25*rouge1+0.75*rougeL")
     batch = collate(data[:4])
     obj = SelfCritical(cfg=cfg, vocab=vocab)
-    ids, _ = _rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
+    ids, _ = rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
     got = obj.rewards(ids, batch)
     sc = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
     for i in range(4):

@@ -9,8 +9,8 @@ Length penalty (applied to the summed log-probability when ranking):
 Repetition penalty (Keskar et al. 2019, on log-probs): the log-prob of a token already generated in
 the hypothesis is multiplied by ``repetition_penalty`` (> 1 lowers it, since log-probs are negative).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
-Coverage penalty (Wu et al. 2016, beam search only, for models whose decoder state carries the summed
-attention ``cov`` and the source ``mask``: the attention RNNs and the pointer-generator):
+Coverage penalty (Wu et al. 2016, beam search only, for models whose ``attention_coverage`` hook returns
+the summed attention and the source mask of a decoder state: the attention RNNs and the pointer-generator):
   cp = beta * sum_j log(min(cov_j, 1))   over real source positions (cov_j clamped at 1e-6 so cp is
   finite), added to the length-normalised score; a finished hypothesis keeps the cp it finished with.
 """
@@ -63,12 +63,13 @@ def penalise_repeats(lp: torch.Tensor, tokens: torch.Tensor, penalty: float) -> 
     return torch.where(seen, lp * penalty if penalty > 0 else lp, lp)
 
 
-def coverage_penalty(state, beta: float) -> torch.Tensor | None:
-    """beta * sum_j log(min(cov_j, 1)) per hypothesis, or None if the model keeps no coverage."""
-    if not beta or not isinstance(state, dict) or "cov" not in state or "mask" not in state:
+def coverage_penalty(coverage: tuple[torch.Tensor, torch.Tensor] | None, beta: float) -> torch.Tensor | None:
+    """beta * sum_j log(min(cov_j, 1)) per hypothesis over real source positions; ``coverage`` is
+    (cov, mask) from the model's ``attention_coverage`` hook. None if beta is 0 or the model keeps none."""
+    if not beta or coverage is None:
         return None
-    cov = state["cov"].float().clamp(min=1e-6, max=1.0).log()
-    return beta * cov.masked_fill(~state["mask"], 0.0).sum(-1)
+    cov, mask = coverage
+    return beta * cov.float().clamp(min=1e-6, max=1.0).log().masked_fill(~mask, 0.0).sum(-1)
 
 
 def _adjust(lp, tokens, step, cfg: DecodeConfig):
@@ -143,7 +144,7 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
     scale_len = cfg.length_penalty_style != "none" and cfg.length_penalty != 0  # else the penalty is 1
     for step in range(cfg.max_len):
         lp, state = model.decode_step(state, prev)
-        cp = coverage_penalty(state, getattr(cfg, "coverage_penalty", 0.0))
+        cp = coverage_penalty(model.attention_coverage(state), cfg.coverage_penalty) if cfg.coverage_penalty else None
         if cp is not None:
             cpen = torch.where(finished, cpen, cp)
             use_cov = True

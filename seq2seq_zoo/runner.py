@@ -151,7 +151,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     # the seeded training sample (eval.train_sample) and the shown examples -> examples.json
     extra = evaluate_extras(model, data["train"], data["test"], preds, vocab, spec, spec.decode, shown, out, device,
                             dtype, progress)
-    d_model = getattr(model, "d_model", None)
+    d_model = model.schedule_dim()
     steps = max(st.step, 1)
     lr_steps = sorted(set(np.unique(np.geomspace(1, steps, num=min(steps, 200)).astype(int)).tolist()))
     record = {
@@ -193,15 +193,14 @@ def _save_artifacts(model, test: list[Encoded], vocab: Vocab, pred_ids: list[lis
     ids = list(pred_ids[0][: spec_max_tgt - 1]) or [UNK_ID]
     ex = teacher_forced_on(test[:1], [ids], len(vocab))[0]
     batch = collate([ex]).to(device)
-    try:
-        fwd = model.forward(batch, need_attention=True)
-        att = fwd.attention
-    except TypeError:
-        fwd, att = None, {}
-    p_gen = fwd.extras.get("p_gen") if fwd is not None else None
-    maps = {k: v[0].float().mean(0).cpu().numpy().round(4).tolist() for k, v in att.items()
+    fwd = model(batch, need_attention=True)
+    p_gen = fwd.extras.get("p_gen")
+    maps = {k: v[0].float().mean(0).cpu().numpy().round(4).tolist() for k, v in fwd.attention.items()
             if k.startswith("decoder") and v is not None}
     keep = sorted(maps)[-2:] if maps else []  # the last decoder layer's two blocks
+    cross = model.cross_attention if model.cross_attention in maps else None
+    if cross and cross not in keep:
+        keep.append(cross)
     atomic_write_json(out / "attention.json", {
         "example_id": ex.id, "source_tokens": vocab.decode(ex.src_ext, ex.oovs, strip=False),
         "output_tokens": ["<bos>"] + vocab.decode(ids, ex.oovs, strip=False),
@@ -209,10 +208,8 @@ def _save_artifacts(model, test: list[Encoded], vocab: Vocab, pred_ids: list[lis
         "p_gen": p_gen[0].float().cpu().numpy().round(4).tolist() if p_gen is not None else None,
         "note": "teacher-forced on the model's own prediction; weights averaged over heads; row t is the "
                 "step that predicts predicted_tokens[t] from output_tokens[t]",
-        "maps": {k: maps[k] for k in keep}})
-    tables = {}
-    for name, mod in model.named_modules():
-        if type(mod).__name__ == "PositionalEncoding":
-            tables[name] = mod.table[:100].detach().float().cpu().numpy().round(4).tolist()
+        "maps": {k: maps[k] for k in keep}, "cross_attention": cross})
+    tables = {name: t[:100].detach().float().cpu().numpy().round(4).tolist()
+              for name, t in model.positional_tables().items()}
     if tables:
         atomic_write_json(out / "positional.json", tables)

@@ -45,7 +45,7 @@ from seq2seq_zoo.models.layers import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
 from seq2seq_zoo.report.extras import describe
-from seq2seq_zoo.results import write_predictions, write_record
+from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, hardware, pick_device
 
 TRAIN_SAMPLE_FILE = "predictions_train_sample.jsonl"
@@ -94,7 +94,10 @@ def pick_examples(spec: RunSpec, train_ids: list[str], eval_ids: list[str]) -> l
 def decode_split(model, data: list[Encoded], vocab, cfg: DecodeConfig, device, dtype, progress=False,
                  return_ids: bool = False):
     """Decoded text of every example (in ``data`` order); with ``return_ids`` also the token ids
-    (extended ids for copied words)."""
+    (extended ids for copied words; None for a model that writes its summaries without the decoder)."""
+    texts = model.extract(data)  # extractive baselines select source text instead of decoding
+    if texts is not None:
+        return (texts, [None] * len(texts)) if return_ids else texts
     preds: dict[int, str] = {}
     pred_ids: dict[int, list[int]] = {}
     batches = bucket_batches(data, cfg.batch_size, shuffle=False)
@@ -132,6 +135,8 @@ def copy_stats(model, data: list[Encoded], pred_ids: list[list[int]], vocab_size
     its own outputs reproduces the decoder's p_gen at each step), and the share of generated words
     that are copied OOV words (extended ids). None for models without p_gen."""
     model.eval()
+    if any(ids is None for ids in pred_ids):  # not decoded token by token (an extractive baseline)
+        return None
     items = teacher_forced_on(data, pred_ids, vocab_size)
     total, n, copied = 0.0, 0, 0
     for _, batch in iterate(items, bucket_batches(items, batch_size, shuffle=False)):
@@ -147,15 +152,16 @@ def copy_stats(model, data: list[Encoded], pred_ids: list[list[int]], vocab_size
     return {"p_gen_mean": total / max(n, 1), "copied_oov_share": copied / max(n, 1), "generated_words": n}
 
 
-def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device) -> tuple[dict, dict]:
+def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device,
+          per_example: dict | None = None) -> tuple[dict, dict]:
     """The run's ``eval.metrics`` with its settings: (scores, settings)."""
-    return evaluate(preds, refs, spec.eval.metrics, stemmer=spec.eval.rouge_stemmer,
+    return evaluate(preds, refs, spec.eval.metrics, per_example=per_example, stemmer=spec.eval.rouge_stemmer,
                     bertscore_model=spec.eval.bertscore_model, bertscore_layers=spec.eval.bertscore_layers,
                     bertscore_batch_size=spec.eval.bertscore_batch_size, device=str(device))
 
 
 def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: DecodeConfig, device, dtype,
-                     split: str, progress: bool = False, return_ids: bool = False):
+                     split: str, progress: bool = False, return_ids: bool = False, per_example: dict | None = None):
     """Decode ``data`` with ``cfg`` and score it with the run's metrics. Returns (predictions, block),
     block being what a record stores under "eval" (split, n_examples, decode, scores, settings, copying,
     decode_seconds, metric_seconds); with ``return_ids`` also the predicted token ids."""
@@ -164,7 +170,7 @@ def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: Deco
     decode_s = time.perf_counter() - t0
     copying = copy_stats(model, data, ids, len(vocab), device, dtype, cfg.batch_size)  # p_gen, copied OOVs
     t1 = time.perf_counter()
-    scores, settings = score(preds, [e.references for e in data], spec, device)
+    scores, settings = score(preds, [e.references for e in data], spec, device, per_example)
     block = {"split": split, "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
              "settings": settings, "copying": copying, "decode_seconds": decode_s,
              "metric_seconds": time.perf_counter() - t1}
@@ -248,6 +254,9 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
         raise MissingFile(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
     run_rec = json.loads(rec_path.read_text(encoding="utf-8"))
     name_run = run_rec.get("run", run_dir.name)
+    if run_rec.get("baseline"):
+        log(f"[{name_run}] a baseline with nothing to train and no decoder: no decoding variants")
+        return []
     spec = run_spec(run_dir, run_rec)
     todo = []
     for order, (name, over) in enumerate(variants, order_base):
@@ -292,10 +301,13 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
         log(f"[{name_run}] decode '{name}': {describe(dataclasses.asdict(cfg))}")
         out = run_dir / DECODES_DIR / name
         out.mkdir(parents=True, exist_ok=True)
-        preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress)
+        per_example: dict[str, list[float]] = {}
+        preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress,
+                                        per_example=per_example)
         extra = evaluate_extras(model, train_enc, test, preds, vocab, spec, cfg, shown, out, dev, dtype, progress,
                                 train_sample=sample, train_size=n_train)
         write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references} for e, p in zip(test, preds)])
+        write_scores(out, [e.id for e in test], per_example)
         record = {"kind": "decode", "experiment": run_rec.get("experiment"), "run": name_run, "decode_name": name,
                   "order": order,
                   "overrides": over, "run_finished": run_rec.get("finished"), "checkpoint": "checkpoints/best.pt",

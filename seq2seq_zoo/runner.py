@@ -21,7 +21,7 @@ from seq2seq_zoo.errors import InitError
 from seq2seq_zoo.evaluation import decode_and_score, evaluate_extras, pick_examples, teacher_forced_on
 from seq2seq_zoo.models.base import build_model, count_parameters, model_context, model_options
 from seq2seq_zoo.precision import autocast_dtype
-from seq2seq_zoo.results import write_predictions, write_record
+from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.loop import fit, lr_at
 from seq2seq_zoo.utils import atomic_write_json, hardware, load_checkpoint, pick_device, seed_everything
@@ -136,18 +136,29 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     params = count_parameters(model)
     log(f"[{spec.name}] model {spec.model}: {params['total']:,} trainable parameters")
     dtype = autocast_dtype(spec.train.precision, device)
-    st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
-             resume=resume, progress=progress, log=log, dist=ddp, vocab=vocab)
-    if not main:
-        return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
-    # evaluate the best checkpoint
-    best = load_checkpoint(ckpt / "best.pt")
-    model.load_state_dict(best["model"])
+    if not model.trainable:  # an extractive baseline: nothing to train; it may choose options on validation
+        tuned = model.tune(data["validation"])
+        baseline = {"describe": model.describe() if hasattr(model, "describe") else spec.model,
+                    "upper_bound": bool(getattr(model, "upper_bound", False)), "tuned": tuned}
+        st, dtype = _NoTraining(), None
+        log(f"[{spec.name}] {baseline['describe']}: nothing to train")
+    else:
+        baseline = None
+        st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
+                 resume=resume, progress=progress, log=log, dist=ddp, vocab=vocab)
+        if not main:
+            return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
+        # evaluate the best checkpoint
+        best = load_checkpoint(ckpt / "best.pt")
+        model.load_state_dict(best["model"])
+    per_example: dict[str, list[float]] = {}
     preds, block, pred_ids = decode_and_score(model, data["test"], vocab, spec, spec.decode, device, dtype,
-                                              spec.eval.split, progress, return_ids=True)
+                                              spec.eval.split, progress, return_ids=True, per_example=per_example)
     write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references}
                             for e, p in zip(data["test"], preds)])
-    _save_artifacts(model, data["test"], vocab, pred_ids, out, device, dtype, spec.data.max_tgt_len)
+    write_scores(out, [e.id for e in data["test"]], per_example)
+    if baseline is None:
+        _save_artifacts(model, data["test"], vocab, pred_ids, out, device, dtype, spec.data.max_tgt_len)
     # the seeded training sample (eval.train_sample) and the shown examples -> examples.json
     extra = evaluate_extras(model, data["train"], data["test"], preds, vocab, spec, spec.decode, shown, out, device,
                             dtype, progress)
@@ -160,6 +171,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
         "params": params, "data": data_info, "embeddings": emb_info, "init_from": init_info,
+        "baseline": baseline,
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
                   "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
                   "val_metric": spec.train.val_metric, "best_score": st.best_score,
@@ -167,10 +179,12 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
                   "stopped_early": st.stopped_early, "train_seconds": st.train_seconds,
                   "val_seconds": st.val_seconds, "resumes": st.resumes,
                   "train_tokens": st.train_tokens,
-                  "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9),
-                  "precision": str(dtype).replace("torch.", "") if dtype else "fp32", "device": str(device),
+                  "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9) if baseline is None else None,
+                  "trainable": baseline is None,
+                  "precision": ("none (not trained)" if baseline else
+                                str(dtype).replace("torch.", "") if dtype else "fp32"), "device": str(device),
                   "world_size": ddp.world_size if ddp else 1},
-        "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps],
+        "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps] if baseline is None else [],
         "train_sample": extra["train_sample"],
         "eval": block,
         "hardware": hardware(),
@@ -182,6 +196,12 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     }
     write_record(out, record)
     return record
+
+
+class _NoTraining:
+    """The training state of a model with nothing to train (an extractive baseline)."""
+    step, history, val_curve, best_val, best_step, best_score = 0, [], [], None, None, None
+    objective_stats, stopped_early, train_seconds, val_seconds, resumes, train_tokens = None, False, 0.0, 0.0, 0, 0
 
 
 @torch.no_grad()

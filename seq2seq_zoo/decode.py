@@ -100,8 +100,17 @@ def greedy(model, batch, cfg: DecodeConfig) -> list[list[int]]:
 
 @torch.no_grad()
 def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
+    """Batched beam search with a separate list of finished hypotheses per example (as Hugging Face,
+    fairseq and OpenNMT keep them): each step ranks the 2K best continuations of the K live hypotheses;
+    those ending in EOS among the first K join the example's finished list (its K best are kept), the
+    first K that do not end become the live beams. An example is done (Hugging Face's default
+    ``early_stopping=False`` rule) when its list holds K hypotheses and none of the live ones ranks above
+    the worst of them at its current length; at ``max_len`` the live hypotheses of unfinished examples
+    join the list. The best of the list is returned, so the result is never worse than any hypothesis
+    that finished."""
     K = cfg.beam_size
     B = batch.src.size(0)
+    T = cfg.max_len
     device = batch.src.device
     state = model.encode(batch)
     flat = torch.arange(B, device=device).repeat_interleave(K)
@@ -110,55 +119,66 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
     scores[:, 0] = 0.0                                   # all beams start as the same empty hypothesis
     scores = scores.view(-1)
     tokens = torch.empty((B * K, 0), dtype=torch.long, device=device)
-    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
-    lengths = torch.zeros(B * K, dtype=torch.long, device=device)
     prev = torch.full((B * K,), BOS_ID, dtype=torch.long, device=device)
-    base = (torch.arange(B, device=device) * K).repeat_interleave(K)
-    cpen = torch.zeros(B * K, device=device)            # coverage penalty of each hypothesis
-    use_cov = False
-    eos_only = torch.full((1, K), NEG, device=device)   # a finished row's candidates: EOS at 0, nothing else
-    eos_only[0, 0] = 0.0
-    scale_len = cfg.length_penalty_style != "none" and cfg.length_penalty != 0  # else the penalty is 1
-    for step in range(cfg.max_len):
+    row0 = (torch.arange(B, device=device) * K)[:, None]             # flat index of each example's beam 0
+    beta = getattr(cfg, "coverage_penalty", 0.0)
+    # finished hypotheses, per example, sorted by rank (best first); tokens without EOS, PAD-filled
+    fin_rank = torch.full((B, K), NEG, device=device)
+    fin_score = torch.full((B, K), NEG, device=device)
+    fin_tok = torch.full((B, K, T), PAD_ID, dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    live_rank = scores.view(B, K)
+    first_k = torch.arange(2 * K, device=device) < K
+
+    def add_finished(rank, score, toks):
+        """Merge candidates (B, n) with their tokens (B, n, t) into the finished lists (rank -inf = skip)."""
+        nonlocal fin_rank, fin_score, fin_tok
+        toks = torch.nn.functional.pad(toks, (0, T - toks.size(-1)), value=PAD_ID)
+        all_rank = torch.cat([fin_rank, rank], 1)
+        fin_rank, keep = all_rank.topk(K, dim=-1)
+        fin_score = torch.cat([fin_score, score], 1).gather(1, keep)
+        fin_tok = torch.cat([fin_tok, toks], 1).gather(1, keep[..., None].expand(-1, -1, T))
+
+    for step in range(T):
         lp, state = model.decode_step(state, prev)
-        cp = coverage_penalty(state, getattr(cfg, "coverage_penalty", 0.0))
-        if cp is not None:
-            cpen = torch.where(finished, cpen, cp)
-            use_cov = True
+        cp = coverage_penalty(state, beta)
         lp = _adjust(lp.float(), tokens, step, cfg)
         # Within one hypothesis' row the ranking score is lp plus constants (its score, length penalty and
-        # coverage penalty), so the best K continuations overall are among each row's best K: select per
-        # row first, then rank the (B, K*K) candidates; nothing of size V is written after log_softmax.
-        k = min(K, lp.size(-1))
+        # coverage penalty), so the best 2K continuations overall are among each row's best 2K: select per
+        # row first, then rank the (B, K*2K) candidates; nothing of size V is written after log_softmax.
+        k = min(2 * K, lp.size(-1))
         row_lp, row_tok = lp.topk(k, dim=-1)                              # (B*K, k)
-        # a finished hypothesis only extends with EOS at no cost: its score is frozen
-        row_lp = torch.where(finished[:, None], eos_only[:, :k], row_lp)
-        row_tok = row_tok.masked_fill(finished[:, None], EOS_ID)
         cand = scores[:, None] + row_lp                                     # (B*K, k)
-        cand_len = torch.where(finished, lengths, torch.full_like(lengths, step + 1))
-        rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None] if scale_len else cand
-        if use_cov:
-            rank = rank + cpen[:, None]
-        top_rank, top_idx = rank.view(B, K * k).topk(K, dim=-1)
-        origin = (top_idx // k).view(-1) + base                            # flat index of the parent beam
-        tok = row_tok.view(B, K * k).gather(1, top_idx).view(-1)
-        scores = cand.view(B, K * k).gather(1, top_idx).view(-1)
-        tokens = torch.cat([tokens[origin], tok[:, None]], 1)
-        was_finished = finished[origin]
-        lengths = torch.where(was_finished, lengths[origin], torch.full_like(lengths, step + 1))
-        finished = was_finished | (tok == EOS_ID)
-        cpen = cpen[origin]
-        state = model.reorder(state, origin)
-        prev = tok
-        if bool(finished.all()):
+        # every candidate has length step + 1 (EOS counted), so one length penalty for the step
+        rank = cand / length_penalty(torch.tensor(step + 1), cfg.length_penalty, cfg.length_penalty_style)
+        if cp is not None:
+            rank = rank + cp[:, None]
+        n = min(2 * K, K * k)
+        top_rank, top_idx = rank.view(B, K * k).topk(n, dim=-1)            # (B, n), best first
+        tok = row_tok.view(B, K * k).gather(1, top_idx)
+        top_score = cand.view(B, K * k).gather(1, top_idx)
+        origin = top_idx // k + row0                                        # flat index of the parent
+        is_eos = tok == EOS_ID
+        new_fin = is_eos & first_k[:n] & torch.isfinite(top_rank) & ~done[:, None]
+        if bool(new_fin.any()):
+            add_finished(top_rank.masked_fill(~new_fin, NEG), top_score, tokens[origin])
+        # the live beams: the first K candidates that do not end (at most K of the 2K end: one per row)
+        keep = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :K]
+        live_rank = top_rank.gather(1, keep)
+        scores = top_score.gather(1, keep).view(-1)
+        parent = origin.gather(1, keep).view(-1)
+        prev = tok.gather(1, keep).view(-1)
+        tokens = torch.cat([tokens[parent], prev[:, None]], 1)
+        state = model.reorder(state, parent)
+        full = torch.isfinite(fin_rank[:, -1])
+        done |= ~torch.isfinite(live_rank[:, 0]) | (full & (fin_rank[:, -1] >= live_rank[:, 0]))
+        if bool(done.all()):
             break
-    final = scores / length_penalty(torch.where(finished, lengths, torch.full_like(lengths, tokens.size(1))),
-                                    cfg.length_penalty, cfg.length_penalty_style) + cpen
-    final = final.masked_fill(~torch.isfinite(scores), NEG).view(B, K)
-    best = final.argmax(-1) + torch.arange(B, device=device) * K
-    out = [_strip(tokens[i].tolist()) for i in best.tolist()]
+    if not bool(done.all()):   # max_len reached: unfinished examples' live hypotheses compete as they are
+        add_finished(live_rank.masked_fill(done[:, None], NEG), scores.view(B, K), tokens.view(B, K, -1))
+    out = [_strip(row) for row in fin_tok[:, 0].tolist()]
     if return_scores:
-        return out, scores[best].tolist()
+        return out, fin_score[:, 0].tolist()
     return out
 
 

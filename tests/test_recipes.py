@@ -468,3 +468,18 @@ def test_second_run_skips_decodes_and_zoo_eval_adds_one(swept, capsys):
     assert main(["eval", str(run), "--decode", "max_len=30"]) == 2
     assert "max_tgt_len" in capsys.readouterr().err
     torch.set_num_threads(threads)
+
+
+# ===================================================== beam search keeps finished hypotheses (issue 19.1)
+B_ = 5
+# EOS at step 0 scores -0.5; two continuations then outscore it in both beam slots and end badly
+PUSHED_OUT = {0: {A: -0.1, EOS_ID: -0.5}, 1: {A: -0.1, B_: -0.2}, 2: {EOS_ID: -6.0}}
+
+
+def test_beam_keeps_a_finished_hypothesis_that_live_ones_push_out_of_the_beam():
+    """K=2, no length penalty: the empty summary ends at step 0 with -0.5; at step 1 'a a' (-0.2) and
+    'a b' (-0.3) fill both slots and end at step 2 with -6.2 / -6.3. The finished -0.5 must win."""
+    cfg = DecodeConfig(beam_size=2, min_len=0, max_len=6, length_penalty=0.0, length_penalty_style="none")
+    out, scores = beam_search(_Scripted(PUSHED_OUT), random_batch(30, [3], [1]), cfg, return_scores=True)
+    assert out == [[]]
+    assert scores[0] == pytest.approx(-0.5)

@@ -268,6 +268,8 @@ _RANGES = {
     "eps": (lambda v: v > 0, "must be > 0"),
     "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
     "attn_dropout": (lambda v: v is None or 0 <= v < 1, "must be in [0, 1)"),
+    "pe_init_std": (lambda v: v > 0, "must be > 0"),
+    "pe_tmax": (lambda v: v is None or v >= 2, "must be >= 2"),
 }
 _CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
@@ -277,6 +279,7 @@ _CHOICES = {
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
+    "pe_tmax_rule": ("shared", "per_side"),
     "activation": ("relu", "gelu"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }

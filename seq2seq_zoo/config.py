@@ -92,6 +92,7 @@ class DecodeConfig:
     max_len: int = 60
     no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
     repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    repetition_penalty_style: str = "keskar"      # keskar: on the logits, then softmax (HF) | logprob: lp * theta
     coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
 
@@ -276,6 +277,7 @@ _CHOICES = {
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
     "length_penalty_style": ("gnmt", "hf", "none"),
+    "repetition_penalty_style": ("keskar", "logprob"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),

@@ -6,8 +6,14 @@ Length penalty (applied to the summed log-probability when ranking):
   gnmt: score / ((5 + len) / 6) ** alpha     (Wu et al. 2016)
   hf:   score / len ** alpha                 (Hugging Face ``length_penalty``)
   none: score
-Repetition penalty (Keskar et al. 2019, on log-probs): the log-prob of a token already generated in
-the hypothesis is multiplied by ``repetition_penalty`` (> 1 lowers it, since log-probs are negative).
+Repetition penalty theta (``repetition_penalty_style``):
+  keskar (default; Keskar et al. 2019 as Hugging Face's ``repetition_penalty`` applies it): the logit of
+         a token already generated in the hypothesis is divided by theta if positive and multiplied by
+         theta if negative, then the softmax is taken again. Models leave their raw step logits in the
+         state (``state["logits"]``); a copy model's mixture has none, and its log-probs stand in for
+         them (all negative: p -> p^theta, renormalised).
+  logprob: the log-prob of a generated token is multiplied by theta (p -> p^theta, not renormalised;
+         the rule of the records made before issue 19).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
 Coverage penalty (Wu et al. 2016, beam search only, for models whose decoder state carries the summed
 attention ``cov`` and the source ``mask``: the attention RNNs and the pointer-generator):
@@ -55,12 +61,23 @@ def block_ngrams(lp: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor
     return lp
 
 
-def penalise_repeats(lp: torch.Tensor, tokens: torch.Tensor, penalty: float) -> torch.Tensor:
+def penalise_repeats(lp: torch.Tensor | None, tokens: torch.Tensor, penalty: float, style: str = "keskar",
+                     logits: torch.Tensor | None = None) -> torch.Tensor:
+    """The repetition penalty on one step's log-probs ``lp`` (N, V) given the tokens (N, t) generated so
+    far; ``logits``: the model's raw logits of the step (same width), used by ``keskar`` when given."""
+    if logits is not None and (lp is None or logits.shape == lp.shape):
+        z = logits.float()
+    else:
+        z, logits = lp, None
     if penalty == 1.0 or tokens.size(1) == 0:
-        return lp
-    seen = torch.zeros_like(lp, dtype=torch.bool).scatter_(1, tokens, True)
+        return lp if lp is not None else torch.log_softmax(z, -1)
+    seen = torch.zeros_like(z, dtype=torch.bool).scatter_(1, tokens, True)
     seen[:, PAD_ID] = False
-    return torch.where(seen, lp * penalty if penalty > 0 else lp, lp)
+    if style == "logprob":
+        return torch.where(seen, lp * penalty, lp)
+    if style != "keskar":
+        raise ValueError(f"unknown repetition_penalty_style {style!r}")
+    return torch.log_softmax(torch.where(seen, torch.where(z > 0, z / penalty, z * penalty), z), -1)
 
 
 def coverage_penalty(state, beta: float) -> torch.Tensor | None:
@@ -71,11 +88,20 @@ def coverage_penalty(state, beta: float) -> torch.Tensor | None:
     return beta * cov.masked_fill(~state["mask"], 0.0).sum(-1)
 
 
-def _adjust(lp, tokens, step, cfg: DecodeConfig):
+def _adjust(lp, tokens, step, cfg: DecodeConfig, logits=None):
+    lp = penalise_repeats(lp, tokens, cfg.repetition_penalty, getattr(cfg, "repetition_penalty_style", "keskar"),
+                          logits)
     if step < cfg.min_len:
         lp[:, EOS_ID] = NEG
-    lp = penalise_repeats(lp, tokens, cfg.repetition_penalty)
     return block_ngrams(lp, tokens, cfg.no_repeat_ngram)
+
+
+def _step(model, state, prev):
+    """One decoding step: fp32 log-probs, the new state, and the raw logits the model left in it (taken
+    out, so ``reorder`` never moves them)."""
+    lp, state = model.decode_step(state, prev)
+    logits = state.pop("logits", None) if isinstance(state, dict) else None
+    return lp.float(), state, logits
 
 
 @torch.no_grad()
@@ -87,8 +113,8 @@ def greedy(model, batch, cfg: DecodeConfig) -> list[list[int]]:
     tokens = torch.empty((B, 0), dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     for step in range(cfg.max_len):
-        lp, state = model.decode_step(state, prev)
-        lp = _adjust(lp.float(), tokens, step, cfg)
+        lp, state, logits = _step(model, state, prev)
+        lp = _adjust(lp, tokens, step, cfg, logits)
         nxt = lp.argmax(-1).masked_fill(done, EOS_ID)
         tokens = torch.cat([tokens, nxt[:, None]], 1)
         done |= nxt == EOS_ID
@@ -140,9 +166,9 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
         fin_tok = torch.cat([fin_tok, toks], 1).gather(1, keep[..., None].expand(-1, -1, T))
 
     for step in range(T):
-        lp, state = model.decode_step(state, prev)
+        lp, state, logits = _step(model, state, prev)
         cp = coverage_penalty(state, beta)
-        lp = _adjust(lp.float(), tokens, step, cfg)
+        lp = _adjust(lp, tokens, step, cfg, logits)
         # Within one hypothesis' row the ranking score is lp plus constants (its score, length penalty and
         # coverage penalty), so the best 2K continuations overall are among each row's best 2K: select per
         # row first, then rank the (B, K*2K) candidates; nothing of size V is written after log_softmax.

@@ -2,6 +2,8 @@
 repetition penalty and length-penalty formulas."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -176,10 +178,11 @@ def test_min_len_respected(method):
 
 
 def test_penalise_repeats_lowers_only_generated_tokens():
+    """The ``logprob`` rule (the records made before issue 19)."""
     torch.manual_seed(0)
     lp = -torch.rand(3, 12) - 0.1                       # negative log-probs
     tokens = torch.tensor([[4, 5, 4], [7, 7, 7], [0, 9, 11]])
-    out = penalise_repeats(lp, tokens, 1.5)
+    out = penalise_repeats(lp, tokens, 1.5, style="logprob")
     seen = [{4, 5}, {7}, {9, 11}]                       # <pad> (0) is never penalised
     for r in range(3):
         for c in range(12):
@@ -198,9 +201,10 @@ def test_repetition_penalty_in_greedy_changes_a_looping_output():
         model.generator.bias[EOS_ID] -= 30
     batch = batch4(3)
     base = greedy(model, batch, DecodeConfig(max_len=10))
-    pen = greedy(model, batch, DecodeConfig(max_len=10, repetition_penalty=50.0))
+    pen = greedy(model, batch, DecodeConfig(max_len=10, repetition_penalty=50.0, repetition_penalty_style="logprob"))
     assert any(x.count(7) > 1 for x in base)
-    # a huge penalty makes any already generated token lose against an unseen one
+    # a huge penalty makes any already generated token lose against an unseen one (on log-probs; on the
+    # logits, keskar's rule only takes a positive logit towards 0)
     for x in pen:
         assert len(x) == len(set(x)), x
 
@@ -389,3 +393,37 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
     monkeypatch.setattr(decode, "packed_linear_weights", plain)
     assert runner.decode_split(model, data, vocab, spec, cpu, torch.bfloat16) == packed
     assert all("forward" not in x.__dict__ for x in model.modules())
+
+
+# ------------------------------------------------ repetition penalty on the logits (issue 19.5)
+def test_keskar_penalty_divides_positive_and_multiplies_negative_logits_before_the_softmax():
+    logits = torch.tensor([[0.0, 0.1, 0.2, 0.3, 2.0, -1.0, 0.5, 3.0]])
+    tokens = torch.tensor([[4, 5]])
+    out = penalise_repeats(None, tokens, 2.0, logits=logits)     # default style: keskar (HF's rule)
+    want = torch.log_softmax(torch.tensor([[0.0, 0.1, 0.2, 0.3, 1.0, -2.0, 0.5, 3.0]]), -1)
+    torch.testing.assert_close(out, want)
+    # a confident repeat really drops: p = 0.9 from logits (log 9, 0) -> theta 1.2 -> logit log(9)/1.2
+    conf = torch.tensor([[-1e4, -1e4, -1e4, -1e4, math.log(9.0), 0.0]])
+    p = penalise_repeats(None, torch.tensor([[4]]), 1.2, logits=conf).exp()[0, 4].item()
+    assert p == pytest.approx(9 ** (1 / 1.2) / (9 ** (1 / 1.2) + 1), abs=1e-6) and p < 0.865
+    # without logits (a copy model's mixture) the log-probs stand in for them: p^theta, renormalised
+    lp = torch.log(torch.tensor([[1e-30, 1e-30, 1e-30, 1e-30, 0.9, 0.1]]))
+    out = penalise_repeats(lp, torch.tensor([[4]]), 1.2).exp()
+    assert out.sum().item() == pytest.approx(1.0) and out[0, 4].item() == pytest.approx(0.9 ** 1.2 / (0.9 ** 1.2 + 0.1))
+    # the old rule, by name: log-probs times theta, not renormalised
+    old = penalise_repeats(lp, torch.tensor([[4]]), 1.2, style="logprob").exp()
+    assert old[0, 4].item() == pytest.approx(0.9 ** 1.2) and old[0, 5].item() == pytest.approx(0.1)
+
+
+def test_models_hand_their_step_logits_to_the_decoder():
+    """The Transformer's decoding step leaves its raw logits in the state for the repetition penalty;
+    the decoder takes them out before ``reorder``."""
+    model = peaky_model(1, 2.0, 0.0).eval()
+    batch = batch4(0)
+    with torch.no_grad():
+        state = model.encode(batch)
+        lp, state = model.decode_step(state, torch.full((4,), BOS_ID))
+    torch.testing.assert_close(torch.log_softmax(state["logits"].float(), -1), lp)
+    base = generate(model, batch, DecodeConfig(method="greedy", max_len=8))
+    pen = generate(model, batch, DecodeConfig(method="greedy", max_len=8, repetition_penalty=3.0))
+    assert base != pen

@@ -262,8 +262,10 @@ class Transformer(Seq2Seq):
         kv_rows = None if group == 1 else (group or state["row"])
         h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
                             caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
-        log_probs = log_softmax_fp32(self.generator(h[:, -1]))
+        logits = self.generator(h[:, -1])
+        log_probs = log_softmax_fp32(logits)
         state["t"] = state["t"] + 1
+        state["logits"] = logits  # for the decoder's repetition penalty (taken out before reorder)
         return log_probs, state
 
     def reorder(self, state, index):

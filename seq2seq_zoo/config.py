@@ -78,6 +78,7 @@ class TrainConfig:
     rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
     rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
     rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
+    rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
 
@@ -278,6 +279,7 @@ _CHOICES = {
     "method": ("beam", "greedy"),
     "length_penalty_style": ("gnmt", "hf", "none"),
     "repetition_penalty_style": ("keskar", "logprob"),
+    "rl_logp": ("sum", "mean"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),

@@ -12,11 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from seq2seq_zoo.errors import UserError
+
 EXIT_USAGE = 2
-
-
-class UserError(Exception):
-    """An error whose message is for the user as is."""
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -193,21 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("\ninterrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001 - turned into one clear message
-        from seq2seq_zoo.config import ConfigError
-        from seq2seq_zoo.data.corpora import DataError
-        from seq2seq_zoo.registry import UnknownName
-        from seq2seq_zoo.train.loop import TrainingStopped
-        from seq2seq_zoo.utils import UnsafeCheckpoint
-        from seq2seq_zoo.runner import InitError
-        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError, UnsafeCheckpoint,
-                InitError)
-        try:
-            from seq2seq_zoo.data.download import DownloadError
-            user = user + (DownloadError,)
-        except ImportError:
-            pass
-        if getattr(args, "debug", False) or not isinstance(e, user):
+    except (UserError, FileNotFoundError) as e:  # one clear message (FileNotFoundError: a path the user typed)
+        if getattr(args, "debug", False):
             raise
         print(f"zoo {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -230,6 +215,10 @@ def cmd_run(args) -> int:
         for s in exp.runs:
             s.train.device = args.device
     exp_dir = Path(args.results) / exp.name
+    if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
+        from seq2seq_zoo.report.significance import write_declared
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        write_declared(exp_dir, load_experiment(args.experiment, profile=profile) if args.only else exp)
     locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
     finished = False  # a clean finish: DDP ranks leave the process group together
     try:
@@ -265,6 +254,9 @@ def cmd_run(args) -> int:
             return 0
         _decode_sweep(exp, exp_dir, args)
         paths = build_report(exp_dir)
+        from seq2seq_zoo.report.significance import write_findings_index
+        index = write_findings_index(Path(args.results))
+        paths += [index] if index else []
         print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
         finished = True
     finally:
@@ -371,6 +363,10 @@ def cmd_report(args) -> int:
             raise UserError(f"{d}: no run records (*/record.json) there")
         paths = build_report(d)
         print(f"{d}: wrote {', '.join(p.name for p in paths)}")
+    from seq2seq_zoo.report.significance import write_findings_index
+    index = write_findings_index(root)
+    if index:
+        print(f"wrote {index}")
     return 0
 
 

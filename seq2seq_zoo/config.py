@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, UnknownName,
                                   did_you_mean, model_options)
-
-
-class ConfigError(ValueError):
-    """A bad experiment file. The message is meant for the user as is."""
 
 
 @dataclass
@@ -159,6 +156,7 @@ class Experiment:
     profile: str | None = None
     raw: dict = field(default_factory=dict)
     decodes: list[DecodeVariant] = field(default_factory=list)   # [[decode]] entries (the sweep)
+    findings: list = field(default_factory=list)                 # [[findings]] entries (findings.Finding)
 
 
 @dataclass
@@ -341,6 +339,17 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _trainable(ctx, i: int, model) -> bool:
+    """False for a registered model that declares it has nothing to train (``trainable = False``)."""
+    if not isinstance(model, str) or model not in MODELS:
+        return True  # an unknown or missing name is reported with the run's other checks
+    return bool(getattr(MODELS.get(model), "trainable", True))
+
+
+def is_trainable(model: str) -> bool:
+    return _trainable(None, 0, model)
+
+
 def _check_name(ctx, key, registry, value):
     if not isinstance(value, str):
         raise ctx.fail(key, f"expected a name (string), got {value!r}")
@@ -374,10 +383,9 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{label}.{k}", v)
     built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
-    if built["decode"].max_len > built["data"].max_tgt_len:
-        raise ctx.fail(f"{label}.decode.max_len", f"{built['decode'].max_len} exceeds data.max_tgt_len "
-                       f"({built['data'].max_tgt_len}), the longest target the model is trained and built for; "
-                       "lower decode.max_len or raise data.max_tgt_len")
+    too_long = decode_too_long(built["decode"], built["data"])
+    if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
+        raise ctx.fail(f"{label}.decode.max_len", too_long)
     _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
     _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
     _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
@@ -405,7 +413,7 @@ def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> 
 
 
 EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir"}
-TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid"}
+TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "findings"}
 
 
 def load_experiment(path: str | Path, profile: str | None = None, only: list[str] | None = None) -> Experiment:
@@ -465,6 +473,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else [{}]
     specs: list[RunSpec] = []
     seen: set[str] = set()
+    groups: list[str] = []   # run names before the -seedN suffix (what [[findings]] claims name)
     for i, run in enumerate(runs):
         if not isinstance(run, dict):
             raise ctx.fail("runs", "must be an array of tables ([[runs]])")
@@ -473,6 +482,19 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if not isinstance(run["name"], str) or not re.fullmatch(r"[\w.-]+", run["name"]):
             raise ctx.fail(f"runs[{i}].name", f"{run['name']!r} must be a plain name (letters, digits, _ . -)")
         run = _with_run_profile(ctx, i, run, profiles, profile)
+        if not _trainable(ctx, i, run.get("model", defaults.get("model"))):
+            # a baseline with nothing to train (lead, longest, oracle): the file's data and evaluation
+            # settings, none of its model, training or decoding settings, no grid, one seed (it is
+            # deterministic)
+            if run["name"] in seen:
+                raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{run['name']}'; run names must be unique")
+            seen.add(run["name"])
+            merged = _merge({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
+            merged.setdefault("description", exp.get("description", ""))
+            specs.append(_spec_from(ctx, name, merged, run.get("seed", seeds[0]), profile, exp.get("data_dir"),
+                                    f"runs[{i}]"))
+            groups.append(run["name"])
+            continue
         for combo in combos:
             merged = _merge(defaults, run)
             merged = _merge(merged, _unflatten(combo))
@@ -480,13 +502,16 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             if rname in seen:
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{rname}'; run names must be unique")
             seen.add(rname)
+            groups.append(rname)
             run_seeds = [run["seed"]] if "seed" in run else seeds
             for seed in run_seeds:
                 full = rname if len(run_seeds) == 1 else f"{rname}-seed{seed}"
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
-    decodes = _decode_variants(ctx, raw.get("decode", []), specs)
+    decodes = _decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)])
+    from seq2seq_zoo.findings import parse_findings
+    findings = parse_findings(raw.get("findings", []), groups, [d.name for d in decodes], ctx.fail)
     if only:
         names = [s.name for s in specs]
         for o in only:
@@ -494,10 +519,21 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 raise ConfigError(f"{path}: no run named '{o}'.{did_you_mean(o, names)} Runs: {', '.join(names)}")
         specs = [s for s in specs if s.name in only]
     return Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
-                      description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes)
+                      description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
+                      findings=findings)
 
 
 DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables
+
+
+def decode_too_long(decode: DecodeConfig, data: DataConfig) -> str | None:
+    """The one check that a decoding fits the model: ``decode.max_len`` may not exceed
+    ``data.max_tgt_len``, the longest target the model is built for (e.g. its positional table).
+    Returns the problem as text, or None; callers add where it was found."""
+    if decode.max_len > data.max_tgt_len:
+        return (f"decode.max_len {decode.max_len} exceeds data.max_tgt_len ({data.max_tgt_len}), the longest "
+                "target the model is trained and built for; lower decode.max_len or raise data.max_tgt_len")
+    return None
 
 
 def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
@@ -522,11 +558,10 @@ def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[Dec
                            f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
         _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
         for spec in specs:
-            cfg = dataclasses.replace(spec.decode, **over)
-            if cfg.max_len > spec.data.max_tgt_len:
+            too_long = decode_too_long(dataclasses.replace(spec.decode, **over), spec.data)
+            if too_long:
                 raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
-                               f"decode '{name}': max_len {cfg.max_len} exceeds data.max_tgt_len "
-                               f"({spec.data.max_tgt_len}) of run '{spec.name}'")
+                               f"decode '{name}' of run '{spec.name}': {too_long}")
         out.append(DecodeVariant(name, over))
     return out
 

@@ -104,24 +104,49 @@ def _step(model, state, prev):
     return lp.float(), state, logits
 
 
-@torch.no_grad()
-def greedy(model, batch, cfg: DecodeConfig) -> list[list[int]]:
+def rollout(model, batch, max_len: int, sample: bool = False, generator: torch.Generator | None = None,
+            cfg: DecodeConfig | None = None):
+    """One hypothesis per example, step by step through ``encode`` / ``decode_step``: the argmax
+    (greedy) or a multinomial sample (temperature 1, over every token but <pad> and <bos>, which are
+    never valid outputs) at each step. ``cfg``: apply its ``min_len``, repetition penalty and n-gram
+    blocking before choosing (greedy decoding for evaluation).
+
+    Returns ids (B, T) with PAD after each sequence's EOS (EOS kept) and, when sampling, log p(y_t)
+    (B, T) of the sampled tokens under the distribution sampled from (renormalised without <pad>/<bos>;
+    0 after EOS), with gradient. The greedy decoder of ``generate`` and the self-critical objective's
+    greedy baseline and samples all come from here."""
     state = model.encode(batch)
     B = batch.src.size(0)
     device = batch.src.device
     prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
-    tokens = torch.empty((B, 0), dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    for step in range(cfg.max_len):
+    never = torch.tensor([PAD_ID, BOS_ID], device=device)
+    ids, lps = [], []
+    for step in range(max_len):
         lp, state, logits = _step(model, state, prev)
-        lp = _adjust(lp, tokens, step, cfg, logits)
-        nxt = lp.argmax(-1).masked_fill(done, EOS_ID)
-        tokens = torch.cat([tokens, nxt[:, None]], 1)
-        done |= nxt == EOS_ID
-        prev = nxt
+        if sample:
+            lp = lp.index_fill(1, never, NEG).log_softmax(-1)
+            tok = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
+            lps.append(lp.gather(1, tok[:, None]).squeeze(1).masked_fill(done, 0.0))
+        else:
+            if cfg is not None:
+                history = torch.stack(ids, 1) if ids else torch.empty((B, 0), dtype=torch.long, device=device)
+                lp = _adjust(lp, history, step, cfg, logits)
+            tok = lp.argmax(-1)
+        tok = tok.masked_fill(done, PAD_ID)           # nothing after EOS counts
+        ids.append(tok)
+        done = done | (tok == EOS_ID)
+        prev = tok.masked_fill(tok == PAD_ID, EOS_ID)
         if bool(done.all()):
             break
-    return [_strip(row) for row in tokens.tolist()]
+    ids = torch.stack(ids, 1) if ids else torch.empty((B, 0), dtype=torch.long, device=device)
+    return ids, (torch.stack(lps, 1) if sample else None)
+
+
+@torch.no_grad()
+def greedy(model, batch, cfg: DecodeConfig) -> list[list[int]]:
+    ids, _ = rollout(model, batch, cfg.max_len, cfg=cfg)
+    return [_strip(row) for row in ids.tolist()]
 
 
 @torch.no_grad()

@@ -364,15 +364,14 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
     """A whole split is decoded with the weights packed once (not once per batch), and gives the same
     text as decoding without packing."""
     import contextlib
-    from types import SimpleNamespace
 
     from conftest import tiny_encoded
-    from seq2seq_zoo import decode, runner
+    from seq2seq_zoo import decode, evaluation
     from seq2seq_zoo.models import layers
     from seq2seq_zoo.utils import cpu_has_fast_bf16
     vocab, data = tiny_encoded(10)
     model = tiny_transformer(vocab_size=len(vocab), seed=4, max_src_len=64)
-    spec = SimpleNamespace(decode=DecodeConfig(beam_size=2, max_len=8, batch_size=4))   # 3 batches
+    cfg = DecodeConfig(beam_size=2, max_len=8, batch_size=4)   # 3 batches
     packs = []
 
     @contextlib.contextmanager
@@ -383,15 +382,15 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
                 packs.append(rows)
             yield
 
-    monkeypatch.setattr(runner, "packed_linear_weights", counting)
+    monkeypatch.setattr(evaluation, "packed_linear_weights", counting)
     monkeypatch.setattr(decode, "packed_linear_weights", counting)
     cpu = torch.device("cpu")
-    packed = runner.decode_split(model, data, vocab, spec, cpu, torch.bfloat16)
+    packed = evaluation.decode_split(model, data, vocab, cfg, cpu, torch.bfloat16)
     assert packs == ([8] if cpu_has_fast_bf16() else [])    # batch 4 x beam 2 rows, once for the split
     plain = lambda m, rows=32: contextlib.nullcontext()  # noqa: E731
-    monkeypatch.setattr(runner, "packed_linear_weights", plain)
+    monkeypatch.setattr(evaluation, "packed_linear_weights", plain)
     monkeypatch.setattr(decode, "packed_linear_weights", plain)
-    assert runner.decode_split(model, data, vocab, spec, cpu, torch.bfloat16) == packed
+    assert evaluation.decode_split(model, data, vocab, cfg, cpu, torch.bfloat16) == packed
     assert all("forward" not in x.__dict__ for x in model.modules())
 
 

@@ -15,7 +15,8 @@ from seq2seq_zoo.data.batching import collate
 from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from seq2seq_zoo.registry import MODELS, OBJECTIVES
 from seq2seq_zoo.train.loop import fit
-from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, _rollout, _text, scst_loss
+from seq2seq_zoo.decode import rollout
+from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, _text, scst_loss
 from seq2seq_zoo.train.rewards import RewardFunction, parse_reward
 
 CPU = torch.device("cpu")
@@ -49,7 +50,7 @@ def test_gradient_raises_logp_of_sample_that_beats_greedy(sign):
     model.eval()  # no dropout: the teacher-forced check below sees the same function
     batch = collate(data[:3])
     g = torch.Generator().manual_seed(0)
-    ids, logp = _rollout(model, batch, 10, sample=True, generator=g)
+    ids, logp = rollout(model, batch, 10, sample=True, generator=g)
     with torch.no_grad():
         before = seq_mean_logp(model, batch, ids)
     assert torch.allclose(before, (logp * (ids != PAD_ID)).sum(1) / (ids != PAD_ID).sum(1), atol=1e-5)
@@ -126,7 +127,7 @@ def test_sampling_never_draws_pad_or_bos():
         model.output[-1].bias[PAD_ID] += 10.0           # P_vocab's second layer (See et al.'s eq. 4)
         model.output[-1].bias[BOS_ID] += 10.0
     batch = collate(data[:8])
-    ids, logp = _rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
+    ids, logp = rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
     for row in ids.tolist():
         k = row.index(EOS_ID) if EOS_ID in row else len(row)
         assert PAD_ID not in row[:k] and BOS_ID not in row
@@ -143,7 +144,7 @@ def test_sampling_never_draws_pad_or_bos():
 def test_rollout_pads_after_eos_and_zeroes_logp():
     vocab, data, model, cfg = setup(seed=3)
     batch = collate(data[:4])
-    ids, logp = _rollout(model.eval(), batch, 15, sample=True, generator=torch.Generator().manual_seed(2))
+    ids, logp = rollout(model.eval(), batch, 15, sample=True, generator=torch.Generator().manual_seed(2))
     for row, lrow in zip(ids.tolist(), logp.tolist()):
         if EOS_ID in row:
             k = row.index(EOS_ID)
@@ -156,7 +157,7 @@ def test_reward_equals_rouge_score_on_decoded_strings():
     vocab, data, model, cfg = setup(rl_reward="0.25*rouge1+0.75*rougeL")
     batch = collate(data[:4])
     obj = SelfCritical(cfg=cfg, vocab=vocab)
-    ids, _ = _rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
+    ids, _ = rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
     got = obj.rewards(ids, batch)
     sc = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
     for i in range(4):

@@ -4,7 +4,6 @@ early stopping. Every registered model and objective goes through it unchanged.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import signal
 import time
@@ -17,33 +16,13 @@ from tqdm.auto import tqdm
 
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
+from seq2seq_zoo.errors import TrainingStopped
+from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL
-from seq2seq_zoo.train.objectives import token_losses
-from seq2seq_zoo.utils import cpu_has_fast_bf16, load_checkpoint
-
-
-class TrainingStopped(RuntimeError):
-    """Training stopped early for a reason the user must see (non-finite loss, interrupt)."""
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """None = full fp32. 'auto' picks bf16 where the hardware runs it fast (AMX CPUs, Ampere+ GPUs)."""
-    if precision == "fp32":
-        return None
-    if precision == "bf16":
-        return torch.bfloat16
-    if precision == "fp16":
-        return torch.float16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_has_fast_bf16() else None
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+from seq2seq_zoo.train.objectives import _text, greedy_ids, token_losses
+from seq2seq_zoo.train.rewards import RewardFunction
+from seq2seq_zoo.utils import load_checkpoint
 
 
 @torch.no_grad()
@@ -312,8 +291,6 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
 def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> float:
     """Mean ``cfg.val_metric`` F1 (0-1) of greedy decodes (up to ``cfg.rl_max_len`` tokens) against the
     first reference."""
-    from seq2seq_zoo.train.objectives import _text, greedy_ids
-    from seq2seq_zoo.train.rewards import RewardFunction
     reward = RewardFunction(cfg.val_metric)
     total, n = 0.0, 0
     for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, shuffle=False)):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
+from seq2seq_zoo.decode import rollout
 from seq2seq_zoo.registry import register_objective
+from seq2seq_zoo.train.rewards import RewardFunction, ids_to_text
 
 
 def targets_for(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -63,39 +65,10 @@ def greedy_ids(model, batch, max_len: int) -> torch.Tensor:
     was = model.training
     model.eval()
     try:
-        ids, _ = _rollout(model, batch, max_len, sample=False)
+        ids, _ = rollout(model, batch, max_len, sample=False)
     finally:
         model.train(was)
     return ids
-
-
-def _rollout(model, batch, max_len: int, sample: bool, generator: torch.Generator | None = None):
-    """Decode step by step through the model's step interface. Returns ids (B, T) with PAD after EOS and,
-    when sampling, log p(y_t) (B, T) of the sampled tokens (0 at padding), with gradient."""
-    state = model.encode(batch)
-    B = batch.src.size(0)
-    device = batch.src.device
-    prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    never = torch.tensor([PAD_ID, BOS_ID], device=device)
-    ids, lps = [], []
-    for _ in range(max_len):
-        lp, state = model.decode_step(state, prev)
-        lp = lp.float()
-        if sample:  # multinomial, temperature 1, over every token but <pad> and <bos> (never valid outputs)
-            lp = lp.index_fill(1, never, float("-inf")).log_softmax(-1)
-            tok = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
-            lps.append(lp.gather(1, tok[:, None]).squeeze(1).masked_fill(done, 0.0))
-        else:
-            tok = lp.argmax(-1)
-        tok = tok.masked_fill(done, PAD_ID)           # nothing after EOS counts
-        ids.append(tok)
-        done = done | (tok == EOS_ID)
-        prev = tok.masked_fill(tok == PAD_ID, EOS_ID)
-        if bool(done.all()):
-            break
-    ids = torch.stack(ids, 1)
-    return ids, (torch.stack(lps, 1) if sample else None)
 
 
 def scst_loss(logp: torch.Tensor, sample_ids: torch.Tensor, r_sample: torch.Tensor,
@@ -126,7 +99,6 @@ class SelfCritical:
     """
 
     def __init__(self, label_smoothing: float = 0.0, cfg=None, vocab=None, **_):
-        from seq2seq_zoo.train.rewards import RewardFunction
         if vocab is None or cfg is None:
             raise ValueError("the scst objective needs the training config and the vocabulary")
         self.ce = CrossEntropy(label_smoothing)
@@ -153,7 +125,7 @@ class SelfCritical:
         model = getattr(model, "module", model)   # the step interface, not a DDP wrapper
         gamma = self.gamma
         greedy = greedy_ids(model, batch, self.max_len)
-        sample, logp = _rollout(model, batch, self.max_len, sample=True)
+        sample, logp = rollout(model, batch, self.max_len, sample=True)
         t0 = time.perf_counter()
         r_s, r_g = self.rewards(sample, batch), self.rewards(greedy, batch)
         self.totals["reward_seconds"] += time.perf_counter() - t0
@@ -182,7 +154,6 @@ class SelfCritical:
 
 
 def _text(vocab, row: list[int], oovs) -> str:
-    from seq2seq_zoo.train.rewards import ids_to_text
     ids = []
     for i in row:
         if i in (EOS_ID, PAD_ID):

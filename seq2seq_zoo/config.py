@@ -75,6 +75,7 @@ class TrainConfig:
     rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
     rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
     rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
+    rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
 
@@ -89,6 +90,7 @@ class DecodeConfig:
     max_len: int = 60
     no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
     repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    repetition_penalty_style: str = "keskar"      # keskar: on the logits, then softmax (HF) | logprob: lp * theta
     coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
 
@@ -266,15 +268,20 @@ _RANGES = {
     "eps": (lambda v: v > 0, "must be > 0"),
     "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
     "attn_dropout": (lambda v: v is None or 0 <= v < 1, "must be in [0, 1)"),
+    "pe_init_std": (lambda v: v > 0, "must be > 0"),
+    "pe_tmax": (lambda v: v is None or v >= 2, "must be >= 2"),
 }
 _CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
     "length_penalty_style": ("gnmt", "hf", "none"),
+    "repetition_penalty_style": ("keskar", "logprob"),
+    "rl_logp": ("sum", "mean"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
+    "pe_tmax_rule": ("shared", "per_side"),
     "activation": ("relu", "gelu"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }

@@ -170,7 +170,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "version": __version__, "command": command or " ".join(sys.argv),
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
-        "params": params, "data": data_info, "embeddings": emb_info, "init_from": init_info,
+        "params": params, "model_rules": getattr(model, "model_rules", dict)(),  # the rules the tables state
+        "data": data_info, "embeddings": emb_info, "init_from": init_info,
         "baseline": baseline,
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
                   "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),

@@ -146,13 +146,13 @@ def _load_eval_data(spec: RunSpec, vocab, data_dir: str | None, config_dir: str 
     from seq2seq_zoo.data.corpora import ReadStats, load_split, resolve_data_dir
     from seq2seq_zoo.runner import text_config
     d = spec.data
-    root = resolve_data_dir(d.dataset, data_dir, config_dir)
+    root = resolve_data_dir(d.dataset, data_dir, config_dir, d.options)
     tc = text_config(spec)
-    train = load_split(d.dataset, root, "train", d.on_bad, ReadStats())
+    train = load_split(d.dataset, root, "train", d.on_bad, ReadStats(), d.options)
     if d.filter_percentiles:
         train = percentile_filter(train, *d.filter_percentiles, tc)
     train = train[: d.max_train] if d.max_train else train
-    test = load_split(d.dataset, root, spec.eval.split, d.on_bad, ReadStats())
+    test = load_split(d.dataset, root, spec.eval.split, d.on_bad, ReadStats(), d.options)
     test = test[: d.max_test] if d.max_test else test
     shown = pick_examples(spec, [e.id for e in train], [e.id for e in test])
     idx = train_sample_indices(len(train), spec.eval.train_sample, spec.seed)

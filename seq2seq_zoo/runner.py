@@ -36,12 +36,12 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     """Read, filter and encode the three splits. ``vocab``: use this vocabulary (a run started from
     another run's weights must keep that run's word ids) instead of building one from the training set."""
     d = spec.data
-    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir)
+    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir, d.options)
     tc = text_config(spec)
     stats = {s: ReadStats() for s in ("train", "validation", "test")}
-    train = load_split(d.dataset, root, "train", d.on_bad, stats["train"])
-    val = load_split(d.dataset, root, "validation", d.on_bad, stats["validation"])
-    test = load_split(d.dataset, root, spec.eval.split, d.on_bad, stats["test"])
+    train = load_split(d.dataset, root, "train", d.on_bad, stats["train"], d.options)
+    val = load_split(d.dataset, root, "validation", d.on_bad, stats["validation"], d.options)
+    test = load_split(d.dataset, root, spec.eval.split, d.on_bad, stats["test"], d.options)
     if d.filter_percentiles:
         lo, hi = d.filter_percentiles
         before = len(train)
@@ -58,6 +58,7 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     info = {"dataset": d.dataset, "data_dir": str(root), "vocab_size": len(vocab),
             "sizes": {k: len(v) for k, v in enc.items()}, "eval_split": spec.eval.split,
             "skipped": {k: s.skipped for k, s in stats.items() if s.skipped},
+            "reader": {k: s.notes for k, s in stats.items() if s.notes},
             "src_tokens_mean": float(np.mean([len(e.src) for e in enc["train"]])) if enc["train"] else 0.0,
             "tgt_tokens_mean": float(np.mean([len(e.tgt) for e in enc["train"]])) if enc["train"] else 0.0,
             "oov_rate_test_src": _oov_rate(enc["test"])}

@@ -242,6 +242,10 @@ def cmd_run(args) -> int:
         for s in exp.runs:
             s.train.device = args.device
     exp_dir = Path(args.results) / exp.name
+    if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
+        from seq2seq_zoo.report.significance import write_declared
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        write_declared(exp_dir, load_experiment(args.experiment, profile=profile) if args.only else exp)
     locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
     finished = False  # a clean finish: DDP ranks leave the process group together
     try:
@@ -277,6 +281,9 @@ def cmd_run(args) -> int:
             return 0
         _decode_sweep(exp, exp_dir, args)
         paths = build_report(exp_dir)
+        from seq2seq_zoo.report.significance import write_findings_index
+        index = write_findings_index(Path(args.results))
+        paths += [index] if index else []
         print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
         finished = True
     finally:
@@ -383,6 +390,10 @@ def cmd_report(args) -> int:
             raise UserError(f"{d}: no run records (*/record.json) there")
         paths = build_report(d)
         print(f"{d}: wrote {', '.join(p.name for p in paths)}")
+    from seq2seq_zoo.report.significance import write_findings_index
+    index = write_findings_index(root)
+    if index:
+        print(f"wrote {index}")
     return 0
 
 

@@ -158,6 +158,7 @@ class Experiment:
     profile: str | None = None
     raw: dict = field(default_factory=dict)
     decodes: list[DecodeVariant] = field(default_factory=list)   # [[decode]] entries (the sweep)
+    findings: list = field(default_factory=list)                 # [[findings]] entries (findings.Finding)
 
 
 @dataclass
@@ -335,6 +336,17 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _trainable(ctx, i: int, model) -> bool:
+    """False for a registered model that declares it has nothing to train (``trainable = False``)."""
+    if not isinstance(model, str) or model not in MODELS:
+        return True  # an unknown or missing name is reported with the run's other checks
+    return bool(getattr(MODELS.get(model), "trainable", True))
+
+
+def is_trainable(model: str) -> bool:
+    return _trainable(None, 0, model)
+
+
 def _check_name(ctx, key, registry, value):
     if not isinstance(value, str):
         raise ctx.fail(key, f"expected a name (string), got {value!r}")
@@ -368,7 +380,7 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{label}.{k}", v)
     built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
-    if built["decode"].max_len > built["data"].max_tgt_len:
+    if built["decode"].max_len > built["data"].max_tgt_len and _trainable(ctx, 0, model):
         raise ctx.fail(f"{label}.decode.max_len", f"{built['decode'].max_len} exceeds data.max_tgt_len "
                        f"({built['data'].max_tgt_len}), the longest target the model is trained and built for; "
                        "lower decode.max_len or raise data.max_tgt_len")
@@ -413,7 +425,7 @@ def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> 
 
 
 EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir"}
-TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid"}
+TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "findings"}
 
 
 def load_experiment(path: str | Path, profile: str | None = None, only: list[str] | None = None) -> Experiment:
@@ -473,6 +485,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else [{}]
     specs: list[RunSpec] = []
     seen: set[str] = set()
+    groups: list[str] = []   # run names before the -seedN suffix (what [[findings]] claims name)
     for i, run in enumerate(runs):
         if not isinstance(run, dict):
             raise ctx.fail("runs", "must be an array of tables ([[runs]])")
@@ -481,6 +494,19 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if not isinstance(run["name"], str) or not re.fullmatch(r"[\w.-]+", run["name"]):
             raise ctx.fail(f"runs[{i}].name", f"{run['name']!r} must be a plain name (letters, digits, _ . -)")
         run = _with_run_profile(ctx, i, run, profiles, profile)
+        if not _trainable(ctx, i, run.get("model", defaults.get("model"))):
+            # a baseline with nothing to train (lead, longest, oracle): the file's data and evaluation
+            # settings, none of its model, training or decoding settings, no grid, one seed (it is
+            # deterministic)
+            if run["name"] in seen:
+                raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{run['name']}'; run names must be unique")
+            seen.add(run["name"])
+            merged = _merge({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
+            merged.setdefault("description", exp.get("description", ""))
+            specs.append(_spec_from(ctx, name, merged, run.get("seed", seeds[0]), profile, exp.get("data_dir"),
+                                    f"runs[{i}]"))
+            groups.append(run["name"])
+            continue
         for combo in combos:
             merged = _merge(defaults, run)
             merged = _merge(merged, _unflatten(combo))
@@ -488,13 +514,16 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             if rname in seen:
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{rname}'; run names must be unique")
             seen.add(rname)
+            groups.append(rname)
             run_seeds = [run["seed"]] if "seed" in run else seeds
             for seed in run_seeds:
                 full = rname if len(run_seeds) == 1 else f"{rname}-seed{seed}"
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
-    decodes = _decode_variants(ctx, raw.get("decode", []), specs)
+    decodes = _decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)])
+    from seq2seq_zoo.findings import parse_findings
+    findings = parse_findings(raw.get("findings", []), groups, [d.name for d in decodes], ctx.fail)
     if only:
         names = [s.name for s in specs]
         for o in only:
@@ -502,7 +531,8 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 raise ConfigError(f"{path}: no run named '{o}'.{did_you_mean(o, names)} Runs: {', '.join(names)}")
         specs = [s for s in specs if s.name in only]
     return Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
-                      description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes)
+                      description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
+                      findings=findings)
 
 
 DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables

@@ -73,22 +73,23 @@ def pick_examples(spec: RunSpec, train_ids: list[str], eval_ids: list[str]) -> l
 
 
 # ------------------------------------------------------------------------------------------- scoring
-def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device) -> tuple[dict, dict]:
+def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device,
+          per_example: dict | None = None) -> tuple[dict, dict]:
     from seq2seq_zoo.metrics import evaluate
-    return evaluate(preds, refs, spec.eval.metrics, stemmer=spec.eval.rouge_stemmer,
+    return evaluate(preds, refs, spec.eval.metrics, per_example=per_example, stemmer=spec.eval.rouge_stemmer,
                     bertscore_model=spec.eval.bertscore_model, bertscore_layers=spec.eval.bertscore_layers,
                     bertscore_batch_size=spec.eval.bertscore_batch_size, device=str(device))
 
 
 def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: DecodeConfig, device, dtype,
-                     split: str, progress: bool = False) -> tuple[list[str], dict]:
+                     split: str, progress: bool = False, per_example: dict | None = None) -> tuple[list[str], dict]:
     from seq2seq_zoo.runner import copy_stats, decode_split
     t0 = time.perf_counter()
     preds, ids = decode_split(model, data, vocab, dataclasses.replace(spec, decode=cfg), device, dtype, progress,
                               return_ids=True)
     t1 = time.perf_counter()
     copying = copy_stats(model, data, ids, len(vocab), device, dtype, cfg.batch_size)  # p_gen, copied OOVs
-    scores, settings = score(preds, [e.references for e in data], spec, device)
+    scores, settings = score(preds, [e.references for e in data], spec, device, per_example)
     return preds, {"split": split, "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
                    "settings": settings, "copying": copying, "decode_seconds": t1 - t0,
                    "metric_seconds": time.perf_counter() - t1}
@@ -177,7 +178,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     settings: "redo" (experiment files: the file is the truth) or "error" (``zoo eval``; --force redoes)."""
     from seq2seq_zoo.data.vocab import Vocab
     from seq2seq_zoo.models.base import build_model, model_context
-    from seq2seq_zoo.results import write_predictions, write_record
+    from seq2seq_zoo.results import write_predictions, write_record, write_scores
     from seq2seq_zoo.train.loop import autocast_dtype
     from seq2seq_zoo.utils import hardware, load_checkpoint, pick_device
     run_dir = Path(run_dir)
@@ -186,6 +187,9 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
         raise FileNotFoundError(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
     run_rec = json.loads(rec_path.read_text(encoding="utf-8"))
     name_run = run_rec.get("run", run_dir.name)
+    if run_rec.get("baseline"):
+        log(f"[{name_run}] a baseline with nothing to train and no decoder: no decoding variants")
+        return []
     spec = RunSpec.from_dict(json.loads((ck / "spec.json").read_text(encoding="utf-8"))) \
         if (ck / "spec.json").is_file() else RunSpec.from_dict(run_rec["spec"])
     todo = []
@@ -236,10 +240,13 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
         log(f"[{name_run}] decode '{name}': {describe(dataclasses.asdict(cfg))}")
         out = run_dir / DECODES_DIR / name
         out.mkdir(parents=True, exist_ok=True)
-        preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress)
+        per_example: dict[str, list[float]] = {}
+        preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress,
+                                        per_example)
         extra = evaluate_extras(model, train_enc, test, preds, vocab, spec, cfg, shown, out, dev, dtype, progress,
                                 train_sample=sample, train_size=n_train)
         write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references} for e, p in zip(test, preds)])
+        write_scores(out, [e.id for e in test], per_example)
         record = {"kind": "decode", "experiment": run_rec.get("experiment"), "run": name_run, "decode_name": name,
                   "order": order,
                   "overrides": over, "run_finished": run_rec.get("finished"), "checkpoint": "checkpoints/best.pt",

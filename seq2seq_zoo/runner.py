@@ -22,7 +22,7 @@ from seq2seq_zoo.evaluation import evaluate_extras, pick_examples
 from seq2seq_zoo.metrics import evaluate
 from seq2seq_zoo.models.base import build_model, count_parameters, model_context
 from seq2seq_zoo.models.layers import packed_linear_weights
-from seq2seq_zoo.results import write_predictions, write_record
+from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.loop import autocast, autocast_dtype, fit, lr_at
 from seq2seq_zoo.utils import atomic_write_json, hardware, load_checkpoint, pick_device, seed_everything
@@ -75,6 +75,9 @@ def decode_split(model, data: list[Encoded], vocab: Vocab, spec: RunSpec, device
     """Decoded text of every example (in ``data`` order); with ``return_ids`` also the token ids
     (extended ids for copied words)."""
     from tqdm.auto import tqdm
+    texts = model.extract(data)  # extractive baselines write their summaries without the decoder
+    if texts is not None:
+        return (texts, [None] * len(texts)) if return_ids else texts
     preds: dict[int, str] = {}
     pred_ids: dict[int, list[int]] = {}
     batches = bucket_batches(data, spec.decode.batch_size, shuffle=False)
@@ -91,6 +94,12 @@ def decode_split(model, data: list[Encoded], vocab: Vocab, spec: RunSpec, device
     if return_ids:
         return [preds[e.id] for e in data], [pred_ids[e.id] for e in data]
     return [preds[e.id] for e in data]
+
+
+class _NoTraining:
+    """The training state of a model with nothing to train (an extractive baseline)."""
+    step, history, val_curve, best_val, best_step, best_score = 0, [], [], None, None, None
+    objective_stats, stopped_early, train_seconds, val_seconds, resumes, train_tokens = None, False, 0.0, 0.0, 0, 0
 
 
 class InitError(ValueError):
@@ -139,6 +148,8 @@ def copy_stats(model, data: list[Encoded], pred_ids: list[list[int]], vocab_size
     from seq2seq_zoo.data.batching import collate
     from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
     model.eval()
+    if any(ids is None for ids in pred_ids):  # not decoded token by token (an extractive baseline)
+        return None
     items = []
     for e, ids in zip(data, pred_ids):
         x = _copy.copy(e)
@@ -212,20 +223,30 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     params = count_parameters(model)
     log(f"[{spec.name}] model {spec.model}: {params['total']:,} trainable parameters")
     dtype = autocast_dtype(spec.train.precision, device)
-    st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
-             resume=resume, progress=progress, log=log, dist=ddp, vocab=vocab)
-    if not main:
-        return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
-    # evaluate the best checkpoint
-    best = load_checkpoint(ckpt / "best.pt")
-    model.load_state_dict(best["model"])
+    if not model.trainable:  # an extractive baseline: nothing to train; it may choose options on validation
+        st, baseline = _NoTraining(), {"describe": "", "upper_bound": bool(getattr(model, "upper_bound", False)),
+                                       "tuned": model.tune(data["validation"])}
+        baseline["describe"] = model.describe() if hasattr(model, "describe") else spec.model
+        dtype = None
+        log(f"[{spec.name}] {baseline['describe']}: nothing to train")
+    else:
+        baseline = None
+        st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
+                 resume=resume, progress=progress, log=log, dist=ddp, vocab=vocab)
+        if not main:
+            return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
+        # evaluate the best checkpoint
+        best = load_checkpoint(ckpt / "best.pt")
+        model.load_state_dict(best["model"])
     t0 = time.perf_counter()
     preds, pred_ids = decode_split(model, data["test"], vocab, spec, device, dtype, progress, return_ids=True)
     decode_s = time.perf_counter() - t0
     copying = copy_stats(model, data["test"], pred_ids, len(vocab), device, dtype, spec.decode.batch_size)
     refs = [e.references for e in data["test"]]
     t0 = time.perf_counter()
-    scores, settings = evaluate(preds, refs, spec.eval.metrics, stemmer=spec.eval.rouge_stemmer,
+    per_example: dict[str, list[float]] = {}
+    scores, settings = evaluate(preds, refs, spec.eval.metrics, per_example=per_example,
+                                stemmer=spec.eval.rouge_stemmer,
                                 bertscore_model=spec.eval.bertscore_model,
                                 bertscore_layers=spec.eval.bertscore_layers,
                                 bertscore_batch_size=spec.eval.bertscore_batch_size,
@@ -233,7 +254,9 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     metric_s = time.perf_counter() - t0
     write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references}
                             for e, p in zip(data["test"], preds)])
-    _save_artifacts(model, data["test"], vocab, pred_ids, out, device, dtype, spec.data.max_tgt_len)
+    write_scores(out, [e.id for e in data["test"]], per_example)
+    if baseline is None:
+        _save_artifacts(model, data["test"], vocab, pred_ids, out, device, dtype, spec.data.max_tgt_len)
     # the seeded training sample (eval.train_sample) and the shown examples -> examples.json
     extra = evaluate_extras(model, data["train"], data["test"], preds, vocab, spec, spec.decode, shown, out, device,
                             dtype, progress)
@@ -246,6 +269,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
         "params": params, "data": data_info, "embeddings": emb_info, "init_from": init_info,
+        "baseline": baseline,
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
                   "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
                   "val_metric": spec.train.val_metric, "best_score": st.best_score,
@@ -253,10 +277,12 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
                   "stopped_early": st.stopped_early, "train_seconds": st.train_seconds,
                   "val_seconds": st.val_seconds, "resumes": st.resumes,
                   "train_tokens": st.train_tokens,
-                  "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9),
-                  "precision": str(dtype).replace("torch.", "") if dtype else "fp32", "device": str(device),
+                  "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9) if baseline is None else None,
+                  "trainable": baseline is None,
+                  "precision": ("none (not trained)" if baseline else
+                                str(dtype).replace("torch.", "") if dtype else "fp32"), "device": str(device),
                   "world_size": ddp.world_size if ddp else 1},
-        "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps],
+        "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps] if baseline is None else [],
         "train_sample": extra["train_sample"],
         "eval": {"split": spec.eval.split, "n_examples": len(preds), "decode": asdict(spec.decode),
                  "scores": scores, "settings": settings, "copying": copying, "decode_seconds": decode_s,

@@ -34,6 +34,19 @@ class StepOutput:
 
 class Seq2Seq(nn.Module):
     vocab_size: int
+    # False for a model with nothing to train (the extractive baselines in models/baselines.py): the
+    # runner skips the loop and checkpoints and calls ``tune`` on the validation split instead.
+    trainable: bool = True
+
+    def extract(self, examples) -> list[str] | None:
+        """Summaries written without the decoder, one per example (objects with ``source_text`` and
+        ``references``), e.g. by selecting source sentences; None (the default): decode with beam search."""
+        return None
+
+    def tune(self, examples) -> dict[str, Any]:
+        """A model without training may choose its options on the validation split here (it sees the
+        references); returns what it chose, for the run record."""
+        return {}
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -151,7 +151,11 @@ def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name, ex
     rc = main(["run", str(toml), "--profile", "tiny", "--results", str(tmp_path / "R"), "--no-progress"])
     torch.set_num_threads(threads)
     assert rc == 0
-    recs = [json.loads(p.read_text()) for p in sorted((tmp_path / "R" / name).glob("*/record.json"))]
+    recs = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "R" / name).glob("*/record.json")}
+    lead = recs.pop({"inshorts_transformer": "lead60", "cnn_pointer": "lead3"}[name])
+    assert lead["spec"]["model"] == "lead" and lead["eval"]["scores"]["rouge1"] > 0   # the LEAD row
+    assert (tmp_path / "R" / name / "findings.json").is_file()
+    recs = [recs[k] for k in sorted(recs, key=lambda k: recs[k]["order"])]
     assert len(recs) == {"inshorts_transformer": 1, "cnn_pointer": 3}[name]
     for rec in recs:
         hist = rec["train"]["history"]

@@ -165,7 +165,7 @@ def _is_saved(path: str) -> bool:
     return p.is_dir() and any((p / f).is_file() for f in ("dataset_dict.json", "state.json"))
 
 
-def hf_rows(path: str, name: str, split: str, data_files: dict, revision: str, cache_dir: str = ""):
+def hf_rows(path: str, name: str, split: str, data_files, revision: str, cache_dir: str = ""):
     """The rows (dicts) of one split of a hub dataset or a ``save_to_disk`` folder."""
     datasets = import_datasets()
     try:
@@ -206,8 +206,8 @@ def _hf_check(options: dict):
 
 @register_dataset("hf")
 def hf(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
-       path: str = "", name: str = "", splits: dict = None, data_files: dict = None, revision: str = "",
-       cache_dir: str = "", source: str = "", target: str | list[str] = "", id: str = ""):
+       path: str = "", name: str = "", splits: dict = None, data_files: dict | str | list[str] = None,
+       revision: str = "", cache_dir: str = "", source: str = "", target: str | list[str] = "", id: str = ""):
     """A Hugging Face dataset (hub name or save_to_disk folder) through `datasets`: fields by option."""
     stats = stats or ReadStats()
     their = {**HF_SPLITS, **(splits or {})}[split]

@@ -31,7 +31,7 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     """Read, filter and encode the three splits. ``vocab``: use this vocabulary (a run started from
     another run's weights must keep that run's word ids) instead of building one from the training set."""
     d = spec.data
-    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir)
+    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir, d.options)
     tc = text_config(d)
     stats = {s: ReadStats() for s in ("train", "validation", "test")}
     splits = select_splits(spec, root, stats=stats, log=log)
@@ -44,6 +44,7 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     info = {"dataset": d.dataset, "data_dir": str(root), "vocab_size": len(vocab),
             "sizes": {k: len(v) for k, v in enc.items()}, "eval_split": spec.eval.split,
             "skipped": {k: s.skipped for k, s in stats.items() if s.skipped},
+            "reader": {k: s.notes for k, s in stats.items() if s.notes},
             "src_tokens_mean": float(np.mean([len(e.src) for e in enc["train"]])) if enc["train"] else 0.0,
             "tgt_tokens_mean": float(np.mean([len(e.tgt) for e in enc["train"]])) if enc["train"] else 0.0,
             "oov_rate_test_src": _oov_rate(enc["test"])}

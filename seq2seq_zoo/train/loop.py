@@ -95,7 +95,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     dtype = autocast_dtype(cfg.precision, device)
-    d_model = getattr(model, "d_model", None) or _guess_d_model(model)
+    d_model = model.schedule_dim()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(params, cfg, lr=lr_at(cfg, 1, d_model))
     # objectives that decode (SCST) need the vocabulary to score text
@@ -153,6 +153,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                        disable=None if progress else True, leave=False, dynamic_ncols=True)
             t0 = time.perf_counter()
             last_log = t0
+            group_tokens = 0   # target tokens of the accumulation group so far (groups start at updates)
             for k, batch in dist.iterate(train_data, batches, st.batch, cfg.accum_steps):
                 batch.to(device)
                 if hasattr(objective, "progress"):  # e.g. SCST's gamma ramp
@@ -160,7 +161,12 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 with autocast(device, dtype):
                     loss, stats = objective(net, batch)
                 loss, stats = dist.reduce(loss, stats, batch, interrupted)  # DDP: the global batch's loss
-                scaler.scale(loss / cfg.accum_steps).backward()
+                # accumulation weights each micro-batch's token mean by its target tokens, and the update
+                # divides by the group's total: the gradient of the token mean over the union of the group
+                # (as the DDP path weighs shards), also for a group cut short by the end of the epoch
+                accum = cfg.accum_steps > 1
+                scaler.scale(loss * stats["tokens"] if accum else loss).backward()
+                group_tokens += stats["tokens"]
                 loss_value = float(loss.detach())  # the loop's one host sync per step, after backward is queued
                 if not math.isfinite(loss_value):  # raised before the update: the weights stay as they were
                     kept = (f"the last good checkpoint is kept in {last}" if last.exists()
@@ -177,6 +183,9 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 st.batch = k + 1
                 if st.batch % cfg.accum_steps == 0 or st.batch == len(batches):
                     st.step += 1
+                    if accum:
+                        torch._foreach_div_([p.grad for p in params if p.grad is not None], float(max(group_tokens, 1)))
+                    group_tokens = 0
                     lr = lr_at(cfg, st.step, d_model)
                     for g in optimizer.param_groups:
                         g["lr"] = lr
@@ -292,13 +301,6 @@ def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, de
         total += sum(reward(texts, [r[0] for r in batch.references]))
         n += batch.size
     return total / max(n, 1)
-
-
-def _guess_d_model(model) -> int | None:
-    for m in model.modules():
-        if isinstance(m, torch.nn.Embedding):
-            return m.embedding_dim
-    return None
 
 
 def _main_thread() -> bool:

@@ -39,6 +39,12 @@ def example_scores(row: dict) -> dict[str, dict[str, float]]:
     """{example id: {metric: value}} of a table row. Records made before per-example scores existed are
     scored once from their ``predictions.jsonl`` (ROUGE, repetition, length, UNK ratio; the same
     rouge-score settings as the record) and the file is written beside them."""
+    if "_scores" not in row:
+        row["_scores"] = _example_scores(row)
+    return row["_scores"]
+
+
+def _example_scores(row: dict) -> dict[str, dict[str, float]]:
     d = row_dir(row)
     got = read_scores(d)
     if got is not None:
@@ -64,6 +70,7 @@ class Group:
     name: str                 # run name without the -seedN suffix
     decode: str | None        # decoding variant, or None for the run's own decoding
     rows: list[dict] = field(default_factory=list)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)   # per-example values and CIs
 
     @property
     def label(self) -> str:
@@ -78,12 +85,15 @@ class Group:
         return row_kind(self.rows[0])
 
     def per_example(self, metric: str) -> dict[int, dict[str, float]]:
+        if ("per_example", metric) in self.cache:
+            return self.cache[("per_example", metric)]
         out = {}
         for r in self.rows:
             sc = example_scores(r)
             vals = {i: v[metric] for i, v in sc.items() if v.get(metric) is not None}
             if vals:
                 out[r["seed"]] = vals
+        self.cache[("per_example", metric)] = out
         return out
 
     def per_run(self, metric: str) -> list[float]:
@@ -148,12 +158,13 @@ def below_lead(groups: list[Group]) -> tuple[dict[str, Group], list[Group]]:
 
 # -------------------------------------------------------------------------------------- the table
 def ci_of(g: Group, metric: str) -> tuple[float, float] | None:
-    per = g.per_example(metric)
-    if not per:
-        return None
-    ids = set.intersection(*(set(v) for v in per.values()))
-    x = [float(np.mean([per[s][i] for s in per])) for i in sorted(ids)]
-    return stats.ci(x, n_resamples=TABLE_RESAMPLES) if x else None
+    """95% bootstrap CI of a group's mean ``metric`` over test examples (per example, the mean over seeds)."""
+    if ("ci", metric) not in g.cache:
+        per = g.per_example(metric)
+        ids = set.intersection(*(set(v) for v in per.values())) if per else set()
+        x = [float(np.mean([per[s][i] for s in per])) for i in sorted(ids)]
+        g.cache[("ci", metric)] = stats.ci(x, n_resamples=TABLE_RESAMPLES) if x else None
+    return g.cache[("ci", metric)]
 
 
 def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) -> pd.DataFrame:
@@ -303,7 +314,9 @@ def judge(f: Finding, groups: list[Group]) -> dict:
     flags = []
     if any(dataset_of(g) not in leads for g in (ga, gb)):
         flags.append("no LEAD row")
-    under = [g.label for g in (ga, gb) if any(g is x for x in below)]
+    under = [g.label for g in (ga, gb) if any(g is x for x in below)
+             or (g.kind == "trained" and dataset_of(g) in leads and all(g is not x for x in groups)  # RUN@init
+                 and (g.mean("rouge1") or 0.0) <= (leads[dataset_of(g)].mean("rouge1") or 0.0))]
     if under:
         flags.append(f"undertrained ({', '.join(under)} below LEAD)")
     if f.metric in PER_RUN_METRICS and min(len(ga.rows), len(gb.rows)) < 2:
@@ -343,8 +356,10 @@ def findings_rows(judged: list[dict]) -> pd.DataFrame:
         meas = "" if "diff" not in j else (
             f"{_fmt(j['mean_a'], d)} vs {_fmt(j['mean_b'], d)}" + (f" (= {j['scale']:g} x B)" if j["scale"] != 1 else "")
             + f"; diff {_fmt(j['diff'], d)}")
-        rows.append({"claim": f"{j['claim']} ({j['metric']})", "source": j.get("source", ""), "measured (A vs B)": meas,
-                     "95% CI of diff": f"[{_fmt(j['ci'][0], d)}, {_fmt(j['ci'][1], d)}]" if "ci" in j else "",
+        claim = j["claim"] if j["metric"] in j["claim"] else f"{j['claim']} ({j['metric']})"
+        rows.append({"claim": claim, "source": j.get("source", ""), "measured (A vs B)": meas,
+                     "95% CI of diff": f"[{_fmt(j['ci'][0], d)}, {_fmt(j['ci'][1], d)}]"
+                     if "ci" in j and _fmt(j["ci"][0], d) else "",
                      "p": _p(j.get("p")),
                      "verdict": j["verdict"] + "".join(f"; {x}" for x in j.get("flags", [])),
                      "experiment": j.get("experiment", ""), "profile": j.get("profile", ""),

@@ -1,5 +1,5 @@
 """`zoo bench`: training and decoding throughput of our models against a Hugging Face BART peer of the
-same shape, measured in one process (issue #7, "Speed").
+same shape, measured in one process, against the suite's speed targets (TARGET_* below).
 
 Every figure comes from random token batches of fixed shapes (no data needed), except the epoch-time
 scaling, which runs the pe_ablation CPU profile on the real DialogSum training set. The machines these
@@ -43,7 +43,7 @@ from seq2seq_zoo.train.loop import build_optimizer
 
 RNN_MODELS = ("gru", "bahdanau", "bilstm", "pointer_generator")
 
-# Targets of issue #7 (parts 2 and 6); the bench prints whether each is met and by how much.
+# The suite's speed targets; the bench prints whether each is met and by how much.
 TARGET_TRAIN_VS_PEER = 1.5     # our default precision vs the peer's best precision (aim: 2.0)
 TARGET_TRAIN_AIM = 2.0
 TARGET_FP32_PARITY = 1.0       # our fp32 vs the peer's fp32
@@ -216,7 +216,7 @@ def random_examples(shape: Shape, n: int, seed: int = 0, src_len: int | None = N
     return out
 
 
-def random_batch(shape: Shape, n: int | None = None, seed: int = 0) -> Batch:
+def shaped_batch(shape: Shape, n: int | None = None, seed: int = 0) -> Batch:
     return collate(random_examples(shape, n or shape.batch, seed))
 
 
@@ -583,7 +583,7 @@ def measure_compile(shape: Shape, device: torch.device, dtype, plan: Plan,
     against the same step eager: compile time (the first step) and the steady step time of each,
     timed interleaved; ``pays_after_steps`` = compile time / time saved per step (None if it never
     pays)."""
-    batch = random_batch(shape, shape.batch, seed=1)
+    batch = shaped_batch(shape, shape.batch, seed=1)
     eager_model, _ = our_transformer(shape, device)
     comp_model, _ = our_transformer(shape, device)
     try:
@@ -611,10 +611,10 @@ def _warm_process(device: torch.device) -> None:
     caches) is not charged to the first stage's time and memory."""
     for dt in (None, autocast_dtype("auto", device)):
         model, _ = our_transformer(TINY, device)
-        Trainer(model, random_batch(TINY, 2), device, dt)()
-        OurDecoder(model, random_batch(TINY, 2), device, dt, 2, 2)()
+        Trainer(model, shaped_batch(TINY, 2), device, dt)()
+        OurDecoder(model, shaped_batch(TINY, 2), device, dt, 2, 2)()
     if peer_available() is None:
-        Trainer(peer_model(TINY, device), random_batch(TINY, 2), device, None, kind="peer")()
+        Trainer(peer_model(TINY, device), shaped_batch(TINY, 2), device, None, kind="peer")()
 
 
 # ---------------------------------------------------------------------------------------- the bench
@@ -640,7 +640,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     res["matmul_peak_gflops"] = peaks
     progress(f"    bf16 {peaks['bf16']:.0f} GFLOP/s, fp32 {peaks['fp32']:.0f} GFLOP/s ({time.perf_counter() - t:.0f}s)")
 
-    batch = random_batch(shape, shape.batch, seed=1)
+    batch = shaped_batch(shape, shape.batch, seed=1)
     no_peer = peer_available()
     if no_peer:
         res["notes"].append(f"HF BART peer skipped: {no_peer}")
@@ -671,7 +671,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     # decoding: beam 4 (fixed length), ours in its default precision, the peer in fp32 and bf16
     t = stage(f"beam-{shape.beams} decoding: {shape.dec_sources} sources x {shape.dec_len} tokens")
     ours, _ = our_transformer(shape, device)
-    dbatch = random_batch(shape, shape.dec_sources, seed=2)
+    dbatch = shaped_batch(shape, shape.dec_sources, seed=2)
     decoders: dict[str, Any] = {f"ours_{precision_name(default_dtype)}":
                                 OurDecoder(ours, dbatch, device, default_dtype, shape.beams, shape.dec_len)}
     if default_dtype is not None:
@@ -828,7 +828,7 @@ def markdown(report: dict[str, Any]) -> str:
     for dev in report["devices"]:
         L += ["", f"## {dev['device']}", ""]
         if dev.get("targets"):
-            L += ["### Targets (issue #7)", "", "| target | status |", "|---|---|"]
+            L += ["### Targets", "", "| target | status |", "|---|---|"]
             L += [f"| {t['target']} | {'✅ ' if t['met'] else '❌ '}{t['status']} |" for t in dev["targets"]]
             L.append("")
         pk = dev["matmul_peak_gflops"]

@@ -126,10 +126,6 @@ class RunSpec:
     data_dir: str | None = None
     description: str = ""
 
-    @property
-    def run_id(self) -> str:
-        return self.name
-
     def to_dict(self) -> dict[str, Any]:
         return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
                 "model_options": dict(self.model_options), "profile": self.profile,
@@ -205,7 +201,9 @@ def _line_of(text: str, key: str) -> int | None:
     return text.count("\n", 0, found.start()) + 1 if found else None
 
 
-class _Ctx:
+class _Where:
+    """Where an experiment file's errors point: the file, and its text for line numbers."""
+
     def __init__(self, path: Path, text: str):
         self.path, self.text = path, text
 
@@ -280,7 +278,7 @@ _CHOICES = {
 }
 
 
-def _check_value(ctx: _Ctx, key: str, value) -> None:
+def _check_value(ctx: _Where, key: str, value) -> None:
     leaf = key.split(".")[-1]
     if isinstance(value, float) and not math.isfinite(value):
         raise ctx.fail(key, f"{value!r} is not a finite number")
@@ -307,7 +305,7 @@ def _check_value(ctx: _Ctx, key: str, value) -> None:
 
 def _build(cls, values: dict, prefix: str, ctx):
     if isinstance(ctx, str):
-        ctx = _Ctx(Path(ctx), "")
+        ctx = _Where(Path(ctx), "")
     if not isinstance(values, dict):
         raise ctx.fail(prefix, f"must be a table, not {type(values).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -352,7 +350,7 @@ def _check_name(ctx, key, registry, value):
         raise ctx.fail(key, str(e)) from None
 
 
-def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir, label: str) -> RunSpec:
+def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_dir, label: str) -> RunSpec:
     run = dict(run)
     model = run.pop("model", None)
     if model is None:
@@ -414,7 +412,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     if not path.is_file():
         raise ConfigError(f"{path}: experiment file not found")
     text = path.read_text(encoding="utf-8")
-    ctx = _Ctx(path, text)
+    ctx = _Where(path, text)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -529,7 +527,7 @@ def decode_too_long(decode: DecodeConfig, data: DataConfig) -> str | None:
     return None
 
 
-def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
+def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
     """[[decode]] entries: a plain unique name plus decode.* keys, checked like [defaults.decode] and
     against every run (decode.max_len may not exceed a run's data.max_tgt_len)."""
     out: list[DecodeVariant] = []
@@ -575,12 +573,12 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
             over[k] = v
     if not over:
         raise ConfigError(f"{where}: no decode settings given (e.g. beam_size=8,length_penalty=1.0)")
-    ctx = _Ctx(Path(where), "")
+    ctx = _Where(Path(where), "")
     _build(DecodeConfig, over, "decode", ctx)
     return over
 
 
-def _with_run_profile(ctx: _Ctx, i: int, run: dict, profiles: dict, profile: str | None) -> dict:
+def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, profile: str | None) -> dict:
     """A run's own profile overrides, ``[runs.profiles.NAME]`` after its ``[[runs]]`` header: applied on top
     of the run when ``--profile NAME`` is chosen (defaults <- [profiles.NAME] <- run <- run's profile), so
     runs that differ in size can each have their own small profile."""

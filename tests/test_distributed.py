@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_encoded, tiny_transformer, write_dialogsum
+from conftest import tiny_encoded, tiny_experiment, tiny_transformer, write_dialogsum
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.registry import register_objective
@@ -137,36 +137,10 @@ def test_only_rank_0_writes_checkpoints(ddp_and_single):
 
 
 # ------------------------------------------------------------------------------------------------ CLI
-EXP = """\
-[experiment]
-name = "{name}"
-dataset = "dialogsum"
-metrics = ["rouge"]
-seeds = [2]
-
-[defaults]
-model = "transformer"
-d_model = 16
-d_ff = 32
-heads = 2
-layers = 1
-dropout = 0.0
-data.max_src_len = 64
-data.max_tgt_len = 24
-train.epochs = {epochs}
-train.batch_size = 4
-train.lr = 0.003
-train.eps = 1e-6
-train.precision = "fp32"
-train.threads = 1
-decode.beam_size = 2
-decode.max_len = 12
-{runs}"""
-
-
 def _exp(tmp: Path, name: str, runs: list[str], epochs: int = 1) -> Path:
     path = tmp / f"{name}.toml"
-    path.write_text(EXP.format(name=name, epochs=epochs, runs="".join(f'\n[[runs]]\nname = "{r}"\n' for r in runs)),
+    path.write_text(tiny_experiment(name, "".join(f'\n[[runs]]\nname = "{r}"\n' for r in runs), seeds=2, epochs=epochs,
+                                    batch_size=4, decode_max_len=12, extra_defaults="train.eps = 1e-6\n"),
                     encoding="utf-8")
     return path
 

@@ -39,7 +39,7 @@ from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import build_model, count_parameters
 from seq2seq_zoo.registry import MODELS, OBJECTIVES
 from seq2seq_zoo.precision import autocast, autocast_dtype
-from seq2seq_zoo.train.loop import build_optimizer
+from seq2seq_zoo.train.loop import TrainStep, build_optimizer
 
 RNN_MODELS = ("gru", "bahdanau", "bilstm", "pointer_generator")
 
@@ -335,21 +335,20 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, iters: 
 
 
 class Trainer:
-    """One full update of a model on a fixed batch, as the loop does it: autocast forward + loss,
-    backward, gradient clipping, optimizer step. ``kind`` 'ours' goes through the registered objective
-    (label smoothing 0.1, as in pe_ablation) and the loop's optimizer; 'peer' through the HF model's own
-    loss (no smoothing) and AdamW."""
+    """One full update of a model on a fixed batch: autocast forward + loss, backward, gradient clipping,
+    optimizer step. ``kind`` 'ours' is the training loop's own step (``train.loop.TrainStep``: the
+    registered objective with label smoothing 0.1 as in pe_ablation, loss scaling, the loop's
+    optimizer); 'peer' the same update written for the HF model (its own loss, no smoothing, AdamW)."""
 
     def __init__(self, model, batch: Batch, device: torch.device, dtype: torch.dtype | None, kind: str = "ours",
                  label_smoothing: float = 0.1, clip_norm: float = 1.0):
         self.model, self.batch, self.device, self.dtype, self.kind = model, batch.to(device), device, dtype, kind
         self.clip = clip_norm
         model.train()
-        cfg = TrainConfig(betas=[0.9, 0.98], eps=1e-9, lr=1e-4)
+        cfg = TrainConfig(betas=[0.9, 0.98], eps=1e-9, lr=1e-4, label_smoothing=label_smoothing, clip_norm=clip_norm)
         if kind == "ours":
-            self.params = [p for p in model.parameters() if p.requires_grad]
-            self.opt = build_optimizer(self.params, cfg)
-            self.objective = OBJECTIVES.get("ce")(label_smoothing=label_smoothing)
+            self.step = TrainStep(model, OBJECTIVES.get("ce")(label_smoothing=label_smoothing, cfg=cfg), cfg,
+                                  device, dtype, lr=cfg.lr)
         else:
             self.params = list(model.parameters())
             self.opt = build_optimizer(self.params, replace(cfg, optimizer="adamw"))
@@ -358,13 +357,12 @@ class Trainer:
         self.src_tokens, self.tgt_tokens = source_tokens(batch), target_tokens(batch)
 
     def __call__(self) -> float:
+        if self.kind == "ours":
+            return self.step(self.batch)
         with autocast(self.device, self.dtype):
-            if self.kind == "ours":
-                loss, _ = self.objective(self.model, self.batch)
-            else:
-                b = self.batch
-                loss = self.model(input_ids=b.src, attention_mask=b.src != PAD_ID, decoder_input_ids=b.tgt_in,
-                                  labels=self.labels).loss
+            b = self.batch
+            loss = self.model(input_ids=b.src, attention_mask=b.src != PAD_ID, decoder_input_ids=b.tgt_in,
+                              labels=self.labels).loss
         loss.backward()
         if self.clip:
             torch.nn.utils.clip_grad_norm_(self.params, self.clip)
@@ -488,19 +486,11 @@ def epoch_scaling(device: torch.device, plan: Plan, fractions=(0.25, 0.5, 1.0), 
     dtype = autocast_dtype(cfg.precision, device)
     torch.manual_seed(spec.seed)
     model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options).to(device).train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = build_optimizer(params, cfg)
-    objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing)
+    train_step = TrainStep(model, OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing, cfg=cfg,
+                                                                vocab=vocab), cfg, device, dtype, lr=cfg.lr)
 
-    def step(batch):
-        batch.to(device)
-        with autocast(device, dtype):
-            loss, _ = objective(model, batch)
-        loss.backward()
-        if cfg.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    def step(batch):  # the loop's own update: objective, loss scaling, clipping, optimizer
+        train_step(batch.to(device))
 
     prep_s = time.perf_counter() - t_start
     rng = np.random.default_rng(0)
@@ -980,5 +970,5 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
 
 __all__ = ["Shape", "Plan", "PAPER", "TINY", "FULL_PLAN", "QUICK_PLAN", "run_bench", "run_device", "matmul_peak",
            "Trainer", "OurDecoder", "PeerDecoder", "measure_training", "measure_decoding", "epoch_scaling",
-           "decode_vs_beam", "flop_params", "train_flops", "random_batch", "targets", "markdown", "measure_compile",
+           "decode_vs_beam", "flop_params", "train_flops", "shaped_batch", "targets", "markdown", "measure_compile",
            "choose_threads", "cpu_bf16_isa"]

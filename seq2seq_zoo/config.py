@@ -259,11 +259,8 @@ _RANGES = {
     "rl_max_len": (lambda v: v >= 1, "must be >= 1"),
     "rl_repetition_penalty": (lambda v: v >= 0, "must be >= 0"),
     "val_max": (lambda v: v >= 0, "must be >= 0"),
-    "cov_loss_weight": (lambda v: v >= 0, "must be >= 0"),
     "clip_norm": (lambda v: v >= 0, "must be >= 0"),
     "eps": (lambda v: v > 0, "must be > 0"),
-    "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
-    "attn_dropout": (lambda v: v is None or 0 <= v < 1, "must be in [0, 1)"),
 }
 _CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
@@ -272,8 +269,6 @@ _CHOICES = {
     "length_penalty_style": ("gnmt", "hf", "none"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
-    "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
-    "activation": ("relu", "gelu"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }
 
@@ -286,13 +281,6 @@ def _check_value(ctx: _Where, key: str, value) -> None:
         ok, desc = _RANGES[leaf]
         if not ok(value):
             raise ctx.fail(key, f"{value!r} {desc}")
-    if leaf == "embeddings" and isinstance(value, str):
-        if not (value in ("random", "word2vec") or value.startswith("pretrained:")):
-            raise ctx.fail(key, f"{value!r} must be \"random\", \"word2vec\" or \"pretrained:<path to a GloVe "
-                           "text file>\"")
-        if value.startswith("pretrained:") and not Path(value.split(":", 1)[1]).is_file():
-            raise ctx.fail(key, f"embeddings file {value.split(':', 1)[1]!r} not found (relative paths are taken "
-                           "from the folder you run zoo in)")
     if leaf == "rl_reward":
         from seq2seq_zoo.train.rewards import parse_reward
         try:

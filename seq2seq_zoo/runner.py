@@ -145,7 +145,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     else:
         baseline = None
         st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
-                 resume=resume, progress=progress, log=log, dist=ddp, vocab=vocab)
+                 resume=resume, progress=progress, log=log, ddp=ddp, vocab=vocab)
         if not main:
             return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
         # evaluate the best checkpoint

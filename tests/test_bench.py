@@ -14,7 +14,7 @@ from conftest import random_batch, tiny_transformer, write_dialogsum
 from seq2seq_zoo import bench
 from seq2seq_zoo.config import DecodeConfig
 from seq2seq_zoo.decode import beam_search
-from seq2seq_zoo.models.layers import Dropout, dropout_keep_mask, fused_token_losses, math_attention
+from seq2seq_zoo.models.kernels import Dropout, dropout_keep_mask, fused_token_losses, math_attention
 from seq2seq_zoo.train.objectives import token_losses
 
 CPU = torch.device("cpu")

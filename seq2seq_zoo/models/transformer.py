@@ -11,9 +11,11 @@ from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
-from seq2seq_zoo.models.layers import (Dropout, Embeddings, MultiHeadAttention, PositionalEncoding,
-                                      fused_token_losses, log_softmax_fp32, padding_mask)
-from seq2seq_zoo.registry import register_model
+from seq2seq_zoo.models.kernels import Dropout, fused_token_losses, log_softmax_fp32
+from seq2seq_zoo.models.layers import PE_KINDS, Embeddings, MultiHeadAttention, PositionalEncoding, padding_mask
+from seq2seq_zoo.registry import did_you_mean, register_model
+
+ACTIVATIONS = ("relu", "gelu")
 
 
 class TransformerOutput(StepOutput):
@@ -183,6 +185,14 @@ class Transformer(Seq2Seq):
                  pe_tmax: int | None = None, pre_ln: bool = False, tie_embeddings: bool = True,
                  activation: str = "relu", max_src_len: int = 512, max_tgt_len: int = 128):
         super().__init__()
+        # the model checks its own options (the experiment file's errors quote these messages)
+        for name, value, choices in (("pe", pe, PE_KINDS), ("activation", activation, ACTIVATIONS)):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}."
+                                 f"{did_you_mean(value, choices)}")
+        for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} {value!r} must be in [0, 1)")
         self.vocab_size, self.d_model = vocab_size, d_model
         kw = dict(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, pe=pe, pre_ln=pre_ln,
                   key_dim=key_dim, attn_dropout=attn_dropout, pe_tmax=pe_tmax, activation=activation)

@@ -42,6 +42,7 @@ class DataConfig:
     max_valid: int | None = None
     max_test: int | None = None
     on_bad: str = "skip_empty"                    # error | skip_empty | skip
+    options: dict = field(default_factory=dict)   # the dataset reader's options (zoo list datasets; README Data)
 
 
 @dataclass
@@ -75,6 +76,7 @@ class TrainConfig:
     rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
     rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
     rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
+    rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
 
@@ -89,6 +91,7 @@ class DecodeConfig:
     max_len: int = 60
     no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
     repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    repetition_penalty_style: str = "keskar"      # keskar: on the logits, then softmax (HF) | logprob: lp * theta
     coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
 
@@ -267,6 +270,8 @@ _CHOICES = {
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
     "length_penalty_style": ("gnmt", "hf", "none"),
+    "repetition_penalty_style": ("keskar", "logprob"),
+    "rl_logp": ("sum", "mean"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
@@ -366,6 +371,7 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
     if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
         raise ctx.fail(f"{label}.decode.max_len", too_long)
     _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
+    _check_data_options(ctx, f"{label}.data.options", built["data"])
     _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
     _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
     for m in built["eval"].metrics:
@@ -373,6 +379,19 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
     _try_build(ctx, label, model, run, built["data"])
     return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
                    profile=profile, data_dir=data_dir, description=desc, **built)
+
+
+def _check_data_options(ctx, label: str, data: DataConfig) -> None:
+    """``data.options``: the reader's keyword arguments, checked by name (did-you-mean), by type against
+    the reader's hints, then by the reader's own rules (files that exist, fractions that sum to 1)."""
+    from seq2seq_zoo.data.corpora import check_options, reader_options
+    known = reader_options(data.dataset)
+    for k, v in data.options.items():
+        if k in known and not _type_ok(v, known[k][1]):
+            raise ctx.fail(f"{label}.{k}", f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
+    bad = check_options(data.dataset, data.options)
+    if bad:
+        raise ctx.fail(f"{label}.{bad[0]}", bad[1])
 
 
 def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:

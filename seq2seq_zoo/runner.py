@@ -31,7 +31,7 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     """Read, filter and encode the three splits. ``vocab``: use this vocabulary (a run started from
     another run's weights must keep that run's word ids) instead of building one from the training set."""
     d = spec.data
-    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir)
+    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir, d.options)
     tc = text_config(d)
     stats = {s: ReadStats() for s in ("train", "validation", "test")}
     splits = select_splits(spec, root, stats=stats, log=log)
@@ -44,6 +44,7 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     info = {"dataset": d.dataset, "data_dir": str(root), "vocab_size": len(vocab),
             "sizes": {k: len(v) for k, v in enc.items()}, "eval_split": spec.eval.split,
             "skipped": {k: s.skipped for k, s in stats.items() if s.skipped},
+            "reader": {k: s.notes for k, s in stats.items() if s.notes},
             "src_tokens_mean": float(np.mean([len(e.src) for e in enc["train"]])) if enc["train"] else 0.0,
             "tgt_tokens_mean": float(np.mean([len(e.tgt) for e in enc["train"]])) if enc["train"] else 0.0,
             "oov_rate_test_src": _oov_rate(enc["test"])}
@@ -138,8 +139,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     dtype = autocast_dtype(spec.train.precision, device)
     if not model.trainable:  # an extractive baseline: nothing to train; it may choose options on validation
         tuned = model.tune(data["validation"])
-        baseline = {"describe": model.describe() if hasattr(model, "describe") else spec.model,
-                    "upper_bound": bool(getattr(model, "upper_bound", False)), "tuned": tuned}
+        baseline = {"describe": model.describe() or spec.model, "upper_bound": bool(model.upper_bound),
+                    "tuned": tuned}
         st, dtype = _NoTraining(), None
         log(f"[{spec.name}] {baseline['describe']}: nothing to train")
     else:
@@ -170,7 +171,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "version": __version__, "command": command or " ".join(sys.argv),
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
-        "params": params, "data": data_info, "embeddings": emb_info, "init_from": init_info,
+        "params": params, "model_rules": model.model_rules(),  # the rules the tables state
+        "data": data_info, "embeddings": emb_info, "init_from": init_info,
         "baseline": baseline,
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
                   "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),

@@ -92,15 +92,17 @@ class TrainStep:
 
     forward_backward(batch, update)  the objective's loss under autocast, inside the data-parallel
                                      wrapper's forward (gradients synchronised only when ``update``);
-                                     the loss scaled by 1 / accum_steps (and by the fp16 GradScaler)
-                                     and back-propagated
-    optimizer_step(lr)               the learning rate set, gradients unscaled and clipped, one
-                                     optimizer update, gradients cleared
+                                     under accumulation weighted by its target tokens (and scaled by
+                                     the fp16 GradScaler) and back-propagated
+    optimizer_step(lr)               accumulated gradients divided by the group's target tokens, the
+                                     learning rate set, gradients unscaled and clipped, one optimizer
+                                     update, gradients cleared
     __call__(batch)                  both: one update on one batch (accum_steps = 1)
     """
 
     def __init__(self, model, objective: Objective, cfg: TrainConfig, device: torch.device, dtype, lr: float):
         self.model, self.objective, self.cfg, self.device, self.dtype = model, objective, cfg, device, dtype
+        self.group_tokens = 0  # target tokens of the accumulation group so far (groups start at updates)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.params, cfg, lr=lr)
         self.scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
@@ -119,10 +121,18 @@ class TrainStep:
             with autocast(self.device, self.dtype):
                 loss, stats = self.net(batch)
             loss, stats = self.ddp.reduce(loss, stats, batch, interrupted)  # DDP: the global batch's loss
-            self.scaler.scale(loss / self.cfg.accum_steps).backward()
+            # accumulation weights each micro-batch's token mean by its target tokens, and the update
+            # divides by the group's total: the gradient of the token mean over the union of the group
+            # (as the DDP path weighs shards), also for a group cut short by the end of the epoch
+            accum = self.cfg.accum_steps > 1
+            self.scaler.scale(loss * stats["tokens"] if accum else loss).backward()
+            self.group_tokens += stats["tokens"]
         return float(loss.detach()), stats  # after backward is queued
 
     def optimizer_step(self, lr: float) -> None:
+        if self.cfg.accum_steps > 1:
+            torch._foreach_div_([p.grad for p in self.params if p.grad is not None], float(max(self.group_tokens, 1)))
+        self.group_tokens = 0
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         if self.cfg.clip_norm > 0:

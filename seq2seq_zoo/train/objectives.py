@@ -65,13 +65,18 @@ def greedy_ids(model, batch, max_len: int) -> torch.Tensor:
 
 
 def scst_loss(logp: torch.Tensor, sample_ids: torch.Tensor, r_sample: torch.Tensor,
-              r_greedy: torch.Tensor) -> torch.Tensor:
-    """loss_rl = mean_b (r(y^) - r(y^s)) * mean_t log p(y^s_t), over each sample's real tokens (its EOS
-    included, padding after it excluded). Minimising it raises log p(y^s) when the sample beats the greedy
-    baseline (r(y^s) > r(y^)) and lowers it otherwise (Rennie et al. 2017; Paulus et al. 2018, eq. 15)."""
+              r_greedy: torch.Tensor, reduce: str = "sum") -> torch.Tensor:
+    """loss_rl = mean_b (r(y^) - r(y^s)) * sum_t log p(y^s_t) (Paulus et al. 2018, eq. 15; Rennie et al.
+    2017), over each sample's real tokens (its EOS included, padding after it excluded); ``reduce =
+    "mean"`` takes mean_t instead (the records made before issue 19). Minimising it raises log p(y^s)
+    when the sample beats the greedy baseline (r(y^s) > r(y^)) and lowers it otherwise."""
     real = (sample_ids != PAD_ID).float()
-    mean_logp = (logp * real).sum(1) / real.sum(1).clamp(min=1)
-    return ((r_greedy - r_sample).to(mean_logp.dtype) * mean_logp).mean()
+    seq_logp = (logp * real).sum(1)
+    if reduce == "mean":
+        seq_logp = seq_logp / real.sum(1).clamp(min=1)
+    elif reduce != "sum":
+        raise ValueError(f"unknown rl_logp {reduce!r}")
+    return ((r_greedy - r_sample).to(seq_logp.dtype) * seq_logp).mean()
 
 
 @register_objective("scst")
@@ -80,7 +85,7 @@ class SelfCritical(Objective):
 
         loss = gamma * loss_rl + (1 - gamma) * loss_ce
 
-    y^s is sampled (multinomial, temperature 1) and y^ decoded greedily from the same model in the same
+    y^s is sampled (multinomial, temperature 1, <pad> and <bos> masked out) and y^ decoded greedily from the same model in the same
     step; the reward is ``train.rl_reward`` against the first reference. ``gamma`` is ``train.rl_gamma``,
     ramped linearly to ``train.rl_gamma_end`` over the run if that is set (the seed: 0.9 -> 1.0). Any model
     with the step interface works; the loop passes it the vocabulary to turn ids into text.
@@ -95,6 +100,7 @@ class SelfCritical(Objective):
         self.gamma0 = cfg.rl_gamma
         self.gamma1 = cfg.rl_gamma if cfg.rl_gamma_end is None else cfg.rl_gamma_end
         self.max_len = cfg.rl_max_len
+        self.logp_reduce = getattr(cfg, "rl_logp", "sum")
         self.reward = RewardFunction(cfg.rl_reward, cfg.rl_repetition_penalty)
         self.totals = {"steps": 0, "reward_seconds": 0.0, "sample_reward": 0.0, "greedy_reward": 0.0,
                        "examples": 0, "sample_len": 0.0}
@@ -114,7 +120,7 @@ class SelfCritical(Objective):
         t0 = time.perf_counter()
         r_s, r_g = self.rewards(sample, batch), self.rewards(greedy, batch)
         self.totals["reward_seconds"] += time.perf_counter() - t0
-        loss_rl = scst_loss(logp, sample, r_s, r_g)
+        loss_rl = scst_loss(logp, sample, r_s, r_g, self.logp_reduce)
         if gamma < 1.0:
             loss_ce, stats = self.ce(model, batch)
             loss = gamma * loss_rl + (1.0 - gamma) * loss_ce
@@ -134,7 +140,8 @@ class SelfCritical(Objective):
         t, n = self.totals, max(self.totals["examples"], 1)
         return {"steps": t["steps"], "reward_seconds": t["reward_seconds"], "mean_sample_reward": t["sample_reward"] / n,
                 "mean_greedy_reward": t["greedy_reward"] / n, "mean_sample_len": t["sample_len"] / n,
-                "gamma_start": self.gamma0, "gamma_end": self.gamma1}
+                "gamma_start": self.gamma0, "gamma_end": self.gamma1, "rl_logp": self.logp_reduce,
+                "sampling": "multinomial, temperature 1, <pad>/<bos> masked out"}
 
 
 def _text(vocab, row: list[int], oovs) -> str:

@@ -139,14 +139,14 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     dtype = autocast_dtype(spec.train.precision, device)
     if not model.trainable:  # an extractive baseline: nothing to train; it may choose options on validation
         tuned = model.tune(data["validation"])
-        baseline = {"describe": model.describe() if hasattr(model, "describe") else spec.model,
-                    "upper_bound": bool(getattr(model, "upper_bound", False)), "tuned": tuned}
+        baseline = {"describe": model.describe() or spec.model, "upper_bound": bool(model.upper_bound),
+                    "tuned": tuned}
         st, dtype = _NoTraining(), None
         log(f"[{spec.name}] {baseline['describe']}: nothing to train")
     else:
         baseline = None
         st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
-                 resume=resume, progress=progress, log=log, dist=ddp, vocab=vocab)
+                 resume=resume, progress=progress, log=log, ddp=ddp, vocab=vocab)
         if not main:
             return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
         # evaluate the best checkpoint
@@ -171,7 +171,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "version": __version__, "command": command or " ".join(sys.argv),
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
-        "params": params, "model_rules": getattr(model, "model_rules", dict)(),  # the rules the tables state
+        "params": params, "model_rules": model.model_rules(),  # the rules the tables state
         "data": data_info, "embeddings": emb_info, "init_from": init_info,
         "baseline": baseline,
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,

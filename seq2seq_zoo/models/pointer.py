@@ -26,7 +26,7 @@ from torch import nn
 from seq2seq_zoo.models.rnn import BiLSTMSeq2Seq
 from seq2seq_zoo.registry import register_model
 
-TINY = 1e-30  # log(0) guard: extended ids absent from a source get log-prob log(1e-30) ~ -69
+PROB_FLOOR = 1e-30  # log(0) guard: extended ids absent from a source get log-prob log(1e-30) ~ -69
 
 
 def _up(x: torch.Tensor) -> torch.Tensor:
@@ -70,8 +70,8 @@ class PointerGenerator(BiLSTMSeq2Seq):
         p_vocab = _up(self.output(self.drop(feats))).softmax(-1)                 # (..., V)
         p_gen = torch.sigmoid(_up(self.p_gen(extra.to(self.p_gen.weight.dtype)))).squeeze(-1)   # (...)
         lead = p_vocab.shape[:-1]
-        dist = torch.cat([p_gen.unsqueeze(-1) * p_vocab, p_vocab.new_zeros(*lead, enc["n_oov"])], -1)
+        p_ext = torch.cat([p_gen.unsqueeze(-1) * p_vocab, p_vocab.new_zeros(*lead, enc["n_oov"])], -1)
         src_ext = enc["src_ext"]
         index = src_ext.view(src_ext.size(0), *([1] * (a.dim() - 2)), src_ext.size(1)).expand_as(a)
-        dist = dist.scatter_add(-1, index, (1.0 - p_gen).unsqueeze(-1) * _up(a))   # copy mass onto w_j
-        return dist.clamp_min(TINY).log(), p_gen
+        p_ext = p_ext.scatter_add(-1, index, (1.0 - p_gen).unsqueeze(-1) * _up(a))   # copy mass onto w_j
+        return p_ext.clamp_min(PROB_FLOOR).log(), p_gen

@@ -79,8 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--mirror", help="base URL of a mirror (also $ZOO_DATA_MIRROR)")
     d.add_argument("--force", action="store_true", help="re-download files whose checksum is wrong")
     d.add_argument("--debug", action="store_true")
-    d = dsub.add_parser("info", help="where a dataset is found and its split sizes")
-    d.add_argument("name")
+    d = dsub.add_parser("info", help="where a dataset is found, its split sizes and the fields used",
+                        description="Read every split of a dataset and show where it was found, the files, "
+                                    "the split sizes (and rows skipped), the fields used, and for inshorts the "
+                                    "split draw. NAME is a dataset name or an experiment file (then its first "
+                                    "run's dataset and data options are used).",
+                        epilog="Examples:\n  zoo data info cnn_dailymail --option cnn_only=true --option max_highlights=2\n"
+                               "  zoo data info inshorts\n  zoo data info experiments/cnn_pointer.toml --profile cpu\n"
+                               "  zoo data info jsonl --option train=a.jsonl --option validation=b.jsonl "
+                               "--option test=c.jsonl --option source=text --option target=summary",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("name", help="dataset name (zoo list datasets) or experiment file")
+    d.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a data.options entry (TOML value; a bare word is a string); repeatable")
+    d.add_argument("--profile", default="auto", help="with an experiment file: as for `zoo run`")
     d.add_argument("--data-dir")
     d.add_argument("--debug", action="store_true")
 
@@ -393,15 +405,56 @@ def cmd_data(args) -> int:
         print(f"{args.name}: {len(paths)} file(s) in {Path(target) / args.name}")
         return 0
     if args.data_cmd == "info":
-        from seq2seq_zoo.data.corpora import ReadStats, load_split, resolve_data_dir
-        root = resolve_data_dir(args.name, args.data_dir)
-        print(f"{args.name}: found in {root / args.name}")
-        for split in ("train", "validation", "test"):
-            st = ReadStats()
-            ex = load_split(args.name, root, split, stats=st)
-            print(f"  {split:<10} {len(ex):>7} examples" + (f"  skipped {st.skipped}" if st.skipped else ""))
-        return 0
+        return _data_info(args)
     raise UserError("usage: zoo data download NAME | zoo data info NAME")
+
+
+def _data_info(args) -> int:
+    """zoo data info NAME|EXPERIMENT: where the data was found, files, split sizes, fields, split draw."""
+    import tomllib
+
+    from seq2seq_zoo.data.corpora import (ReadStats, check_options, describe_source, load_split, reader_options,
+                                          resolve_data_dir, uses_data_dir)
+    from seq2seq_zoo.registry import DATASETS
+    name, options, on_bad, config_dir = args.name, {}, "skip_empty", None
+    if name.endswith(".toml"):
+        from seq2seq_zoo.config import load_experiment
+        args.experiment = name
+        spec = load_experiment(name, profile=_profile(args)).runs[0]
+        name, options, on_bad, config_dir = spec.data.dataset, dict(spec.data.options), spec.data.on_bad, spec.data_dir
+    DATASETS.get(name)  # unknown name: did-you-mean
+    for item in args.option:
+        if "=" not in item:
+            raise UserError(f"--option {item!r}: expected KEY=VALUE, e.g. --option cnn_only=true")
+        k, v = (x.strip() for x in item.split("=", 1))
+        try:
+            options[k] = tomllib.loads(f"v = {v}")["v"]
+        except tomllib.TOMLDecodeError:
+            options[k] = v
+    bad = check_options(name, options)
+    if bad:
+        raise UserError(f"data option '{bad[0]}': {bad[1]} (options of '{name}': "
+                        f"{', '.join(reader_options(name)) or 'none'}; give them with --option KEY=VALUE or name "
+                        "an experiment file)")
+    root = resolve_data_dir(name, args.data_dir, config_dir, options)
+    where = describe_source(name, root, options) if uses_data_dir(name, options) else "the files named in its options"
+    print(f"{name}: found in {where}" + (f"  (options: {options})" if options else ""))
+    notes = {}
+    for split in ("train", "validation", "test"):
+        st = ReadStats()
+        ex = load_split(name, root, split, on_bad, stats=st, options=options)
+        print(f"  {split:<10} {len(ex):>7} examples" + (f"  skipped {st.skipped}" if st.skipped else ""))
+        for f in st.notes.get("files", []):
+            print(f"             from {f}")
+        notes = st.notes
+    for key in ("fields", "filter", "encoding"):
+        if key in notes:
+            val = notes[key]
+            print(f"  {key}: " + ("; ".join(f"{k} = {v}" for k, v in val.items()) if isinstance(val, dict) else str(val)))
+    if "split" in notes:
+        sp = notes["split"]
+        print(f"  split draw: {sp['draw']}; seed {sp['seed']}, fractions {sp['fractions']} of {sp['rows_in_file']} rows")
+    return 0
 
 
 # ----------------------------------------------------------------------------------------- summarize

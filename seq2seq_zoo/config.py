@@ -42,6 +42,7 @@ class DataConfig:
     max_valid: int | None = None
     max_test: int | None = None
     on_bad: str = "skip_empty"                    # error | skip_empty | skip
+    options: dict = field(default_factory=dict)   # the dataset reader's options (zoo list datasets; README Data)
 
 
 @dataclass
@@ -387,6 +388,7 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
     if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
         raise ctx.fail(f"{label}.decode.max_len", too_long)
     _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
+    _check_data_options(ctx, f"{label}.data.options", built["data"])
     _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
     _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
     for m in built["eval"].metrics:
@@ -394,6 +396,19 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
     _try_build(ctx, label, model, run, built["data"])
     return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
                    profile=profile, data_dir=data_dir, description=desc, **built)
+
+
+def _check_data_options(ctx, label: str, data: DataConfig) -> None:
+    """``data.options``: the reader's keyword arguments, checked by name (did-you-mean), by type against
+    the reader's hints, then by the reader's own rules (files that exist, fractions that sum to 1)."""
+    from seq2seq_zoo.data.corpora import check_options, reader_options
+    known = reader_options(data.dataset)
+    for k, v in data.options.items():
+        if k in known and not _type_ok(v, known[k][1]):
+            raise ctx.fail(f"{label}.{k}", f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
+    bad = check_options(data.dataset, data.options)
+    if bad:
+        raise ctx.fail(f"{label}.{bad[0]}", bad[1])
 
 
 def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:

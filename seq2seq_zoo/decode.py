@@ -15,8 +15,8 @@ Repetition penalty theta (``repetition_penalty_style``):
   logprob: the log-prob of a generated token is multiplied by theta (p -> p^theta, not renormalised;
          the rule of the records made before issue 19).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
-Coverage penalty (Wu et al. 2016, beam search only, for models whose decoder state carries the summed
-attention ``cov`` and the source ``mask``: the attention RNNs and the pointer-generator):
+Coverage penalty (Wu et al. 2016, beam search only, for models whose ``attention_coverage`` hook returns
+the summed attention and the source mask of a decoder state: the attention RNNs and the pointer-generator):
   cp = beta * sum_j log(min(cov_j, 1))   over real source positions (cov_j clamped at 1e-6 so cp is
   finite), added to the length-normalised score; a finished hypothesis keeps the cp it finished with.
 """
@@ -80,12 +80,13 @@ def penalise_repeats(lp: torch.Tensor | None, tokens: torch.Tensor, penalty: flo
     return torch.log_softmax(torch.where(seen, torch.where(z > 0, z / penalty, z * penalty), z), -1)
 
 
-def coverage_penalty(state, beta: float) -> torch.Tensor | None:
-    """beta * sum_j log(min(cov_j, 1)) per hypothesis, or None if the model keeps no coverage."""
-    if not beta or not isinstance(state, dict) or "cov" not in state or "mask" not in state:
+def coverage_penalty(coverage: tuple[torch.Tensor, torch.Tensor] | None, beta: float) -> torch.Tensor | None:
+    """beta * sum_j log(min(cov_j, 1)) per hypothesis over real source positions; ``coverage`` is
+    (cov, mask) from the model's ``attention_coverage`` hook. None if beta is 0 or the model keeps none."""
+    if not beta or coverage is None:
         return None
-    cov = state["cov"].float().clamp(min=1e-6, max=1.0).log()
-    return beta * cov.masked_fill(~state["mask"], 0.0).sum(-1)
+    cov, mask = coverage
+    return beta * cov.float().clamp(min=1e-6, max=1.0).log().masked_fill(~mask, 0.0).sum(-1)
 
 
 def _adjust(lp, tokens, step, cfg: DecodeConfig, logits=None):
@@ -192,7 +193,7 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
 
     for step in range(T):
         lp, state, logits = _step(model, state, prev)
-        cp = coverage_penalty(state, beta)
+        cp = coverage_penalty(model.attention_coverage(state), beta) if beta else None
         lp = _adjust(lp, tokens, step, cfg, logits)
         # Within one hypothesis' row the ranking score is lp plus constants (its score, length penalty and
         # coverage penalty), so the best 2K continuations overall are among each row's best 2K: select per

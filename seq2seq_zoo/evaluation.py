@@ -223,7 +223,7 @@ def _load_eval_data(spec: RunSpec, vocab, data_dir: str | None, config_dir: str 
     training sample, the evaluation split), encoded with the run's saved vocabulary; the same selection
     as training (``data.splits.select_splits``)."""
     d = spec.data
-    root = resolve_data_dir(d.dataset, data_dir, config_dir)
+    root = resolve_data_dir(d.dataset, data_dir, config_dir, d.options)
     tc = text_config(d)
     splits = select_splits(spec, root, ("train", "test"))
     train, test = splits["train"], splits["test"]

@@ -31,7 +31,7 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     """Read, filter and encode the three splits. ``vocab``: use this vocabulary (a run started from
     another run's weights must keep that run's word ids) instead of building one from the training set."""
     d = spec.data
-    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir)
+    root = resolve_data_dir(d.dataset, data_dir_flag, spec.data_dir, d.options)
     tc = text_config(d)
     stats = {s: ReadStats() for s in ("train", "validation", "test")}
     splits = select_splits(spec, root, stats=stats, log=log)
@@ -44,6 +44,7 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     info = {"dataset": d.dataset, "data_dir": str(root), "vocab_size": len(vocab),
             "sizes": {k: len(v) for k, v in enc.items()}, "eval_split": spec.eval.split,
             "skipped": {k: s.skipped for k, s in stats.items() if s.skipped},
+            "reader": {k: s.notes for k, s in stats.items() if s.notes},
             "src_tokens_mean": float(np.mean([len(e.src) for e in enc["train"]])) if enc["train"] else 0.0,
             "tgt_tokens_mean": float(np.mean([len(e.tgt) for e in enc["train"]])) if enc["train"] else 0.0,
             "oov_rate_test_src": _oov_rate(enc["test"])}
@@ -162,7 +163,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     # the seeded training sample (eval.train_sample) and the shown examples -> examples.json
     extra = evaluate_extras(model, data["train"], data["test"], preds, vocab, spec, spec.decode, shown, out, device,
                             dtype, progress)
-    d_model = getattr(model, "d_model", None)
+    d_model = model.schedule_dim()
     steps = max(st.step, 1)
     lr_steps = sorted(set(np.unique(np.geomspace(1, steps, num=min(steps, 200)).astype(int)).tolist()))
     record = {
@@ -214,15 +215,14 @@ def _save_artifacts(model, test: list[Encoded], vocab: Vocab, pred_ids: list[lis
     ids = list(pred_ids[0][: spec_max_tgt - 1]) or [UNK_ID]
     ex = teacher_forced_on(test[:1], [ids], len(vocab))[0]
     batch = collate([ex]).to(device)
-    try:
-        fwd = model.forward(batch, need_attention=True)
-        att = fwd.attention
-    except TypeError:
-        fwd, att = None, {}
-    p_gen = fwd.extras.get("p_gen") if fwd is not None else None
-    maps = {k: v[0].float().mean(0).cpu().numpy().round(4).tolist() for k, v in att.items()
+    fwd = model(batch, need_attention=True)
+    p_gen = fwd.extras.get("p_gen")
+    maps = {k: v[0].float().mean(0).cpu().numpy().round(4).tolist() for k, v in fwd.attention.items()
             if k.startswith("decoder") and v is not None}
     keep = sorted(maps)[-2:] if maps else []  # the last decoder layer's two blocks
+    cross = model.cross_attention if model.cross_attention in maps else None
+    if cross and cross not in keep:
+        keep.append(cross)
     atomic_write_json(out / "attention.json", {
         "example_id": ex.id, "source_tokens": vocab.decode(ex.src_ext, ex.oovs, strip=False),
         "output_tokens": ["<bos>"] + vocab.decode(ids, ex.oovs, strip=False),
@@ -230,10 +230,8 @@ def _save_artifacts(model, test: list[Encoded], vocab: Vocab, pred_ids: list[lis
         "p_gen": p_gen[0].float().cpu().numpy().round(4).tolist() if p_gen is not None else None,
         "note": "teacher-forced on the model's own prediction; weights averaged over heads; row t is the "
                 "step that predicts predicted_tokens[t] from output_tokens[t]",
-        "maps": {k: maps[k] for k in keep}})
-    tables = {}
-    for name, mod in model.named_modules():
-        if type(mod).__name__ == "PositionalEncoding":
-            tables[name] = mod.table[:100].detach().float().cpu().numpy().round(4).tolist()
+        "maps": {k: maps[k] for k in keep}, "cross_attention": cross})
+    tables = {name: t[:100].detach().float().cpu().numpy().round(4).tolist()
+              for name, t in model.positional_tables().items()}
     if tables:
         atomic_write_json(out / "positional.json", tables)

@@ -246,3 +246,105 @@ def test_runs_trained_before_issue_19_load_with_their_own_rules(tmp_path, model,
     (tmp_path / "record.json").write_text(json.dumps({"run": "r", "model_rules": {}}))   # made after
     if model == "transformer":
         assert load_trained_run(tmp_path).model.decoder.pe.base == 40.0
+
+
+# ------------------------------------------------------------------------ the model interface's hooks
+def _bare_model(with_d_model: bool, with_embedding: bool):
+    from seq2seq_zoo.models.base import Seq2Seq, StepOutput
+
+    class Bare(Seq2Seq):
+        def __init__(self):
+            super().__init__()
+            self.vocab_size = 11
+            if with_d_model:
+                self.d_model = 24
+            if with_embedding:
+                self.emb = torch.nn.Embedding(11, 6)
+            self.out = torch.nn.Linear(6, 11)
+
+        def forward(self, batch, need_attention=False):
+            return StepOutput(self.out(torch.zeros(batch.tgt_in.shape + (6,))).log_softmax(-1))
+    return Bare()
+
+
+def test_hook_defaults_say_what_a_model_need_not_provide():
+    from conftest import random_batch
+    from seq2seq_zoo.models.base import token_losses
+    m = _bare_model(with_d_model=False, with_embedding=True)
+    assert m.schedule_dim() == 6                       # the first embedding's width
+    assert _bare_model(True, True).schedule_dim() == 24
+    assert _bare_model(False, False).schedule_dim() == 512
+    assert m.cross_attention is None and m.positional_tables() == {} and m.attention_coverage({"cov": 1}) is None
+    batch = random_batch(11, [3, 2], [4, 2])
+    out = m(batch)
+    got = out.token_losses(batch.tgt_out, 0.1, 11)
+    want = token_losses(out.log_probs, batch.tgt_out, 0.1, 11)
+    assert torch.equal(got[0], want[0]) and got[2] == want[2] == (4 + 1) + (2 + 1)  # tokens + EOS
+
+
+def test_models_name_their_cross_attention_positional_tables_and_coverage():
+    from conftest import random_batch, tiny_transformer
+    from seq2seq_zoo.models.base import build_model
+    batch = random_batch(30, [5, 4], [3, 2])
+    tr = tiny_transformer(vocab_size=30, layers=3)
+    att = tr(batch, need_attention=True).attention
+    assert tr.cross_attention == "decoder_layer3_block2_decenc_att" and tr.cross_attention in att
+    assert att[tr.cross_attention].shape[-2:] == (batch.tgt_in.size(1), batch.src.size(1))
+    assert set(tr.positional_tables()) == {"encoder.pe", "decoder.pe"}
+    ctx = {"vocab_size": 30, "max_src_len": 16, "max_tgt_len": 16}
+    for name in ("bahdanau", "pointer_generator"):
+        m = build_model(name, ctx, {"hidden": 8, "emb_dim": 8})
+        assert m.cross_attention in m(batch, need_attention=True).attention
+        state = m.encode(batch)
+        cov, mask = m.attention_coverage(state)
+        assert cov is state["cov"] and mask is state["mask"]
+        assert m.positional_tables() == {}
+    gru = build_model("gru", ctx, {"hidden": 8, "emb_dim": 8})
+    assert gru.cross_attention is None and gru.attention_coverage(gru.encode(batch)) is None
+    assert gru(batch, need_attention=True).attention == {}
+
+
+def test_a_real_error_in_forward_is_not_swallowed_when_saving_the_plots(tmp_path):
+    """The attention plot's forward used to run inside ``except TypeError``, which hid real bugs."""
+    from conftest import tiny_encoded, tiny_transformer
+    from seq2seq_zoo.runner import _save_artifacts
+    vocab, data = tiny_encoded(2)
+    model = tiny_transformer(vocab_size=len(vocab), max_src_len=64)
+
+    def broken(batch, need_attention=False):
+        raise TypeError("a bug inside forward")
+    model.forward = broken
+    with pytest.raises(TypeError, match="a bug inside forward"):
+        _save_artifacts(model, data, vocab, [[5, 6]], tmp_path, torch.device("cpu"), None, 24)
+
+
+def test_attention_json_names_the_map_the_plot_draws(tmp_path):
+    import json
+
+    from conftest import tiny_encoded, tiny_transformer
+    from seq2seq_zoo.runner import _save_artifacts
+    vocab, data = tiny_encoded(2)
+    model = tiny_transformer(vocab_size=len(vocab), max_src_len=64, layers=2)
+    _save_artifacts(model, data, vocab, [[5, 6, 7]], tmp_path, torch.device("cpu"), None, 24)
+    a = json.loads((tmp_path / "attention.json").read_text())
+    assert a["cross_attention"] == "decoder_layer2_block2_decenc_att" and a["cross_attention"] in a["maps"]
+    assert len(a["maps"][a["cross_attention"]]) == 4                      # 3 tokens + EOS rows
+    assert set(json.loads((tmp_path / "positional.json").read_text())) == {"encoder.pe", "decoder.pe"}
+
+
+def test_the_loop_and_the_record_use_the_same_schedule_dim(tmp_path):
+    """A model without ``d_model``: the loop's learning rates and the record's lr curve both use
+    ``schedule_dim`` (they used to guess differently: first embedding vs 512)."""
+    from conftest import tiny_encoded
+    from seq2seq_zoo.config import TrainConfig
+    from seq2seq_zoo.train.loop import fit, lr_at
+    from seq2seq_zoo.models.base import build_model
+    vocab, data = tiny_encoded(4)
+    model = build_model("gru", {"vocab_size": len(vocab)}, {"hidden": 8, "emb_dim": 6})
+    del model.d_model
+    assert model.schedule_dim() == 6
+    cfg = TrainConfig(epochs=1, batch_size=4, schedule="noam", warmup=10, lr_factor=1.0, device="cpu",
+                      precision="fp32")
+    st = fit(model, data, data, cfg, seed=0, ckpt_dir=tmp_path, device=torch.device("cpu"), progress=False,
+             log=lambda *_: None)
+    assert st.history[-1]["lr"] == pytest.approx(lr_at(cfg, st.step, model.schedule_dim()))

@@ -28,7 +28,7 @@ def select_splits(spec, root: Path, which: tuple[str, ...] = SPLIT_NAMES, stats:
     out: dict[str, list[Example]] = {}
     for name in which:
         split = spec.eval.split if name == "test" else name
-        out[name] = load_split(d.dataset, root, split, d.on_bad, stats.setdefault(name, ReadStats()))
+        out[name] = load_split(d.dataset, root, split, d.on_bad, stats.setdefault(name, ReadStats()), d.options)
     if "train" in out and d.filter_percentiles:
         lo, hi = d.filter_percentiles
         before = len(out["train"])

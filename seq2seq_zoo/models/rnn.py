@@ -269,6 +269,7 @@ class _Attentional(_Recurrent):
 
     attention: AdditiveAttention
     has_attention = True
+    cross_attention = ATTENTION_NAME
 
     def decoder_modules(self):
         return [self.decoder, self.attention]
@@ -337,8 +338,8 @@ class _Attentional(_Recurrent):
             new["p_gen"] = p_gen
         return log_probs, new
 
-    def attention_maps(self, batch):
-        return self.forward(batch, need_attention=True).attention
+    def attention_coverage(self, state):
+        return state["cov"], state["mask"]
 
 
 @register_model("bahdanau")

@@ -43,7 +43,7 @@ class TransformerOutput(StepOutput):
             self._log_probs = value
 
     def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
-        """(sum of training loss, sum of NLL, tokens), as ``objectives.token_losses(self.log_probs, ...)``."""
+        """(sum of training loss, sum of NLL, tokens), as ``base.token_losses(self.log_probs, ...)``."""
         dev, enabled, dtype = self._autocast
         with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
             return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
@@ -288,6 +288,10 @@ class Transformer(Seq2Seq):
         out["group"] = group
         return out
 
-    def attention_maps(self, batch):
-        """All attention weights for one teacher-forced pass (plots)."""
-        return self.forward(batch, need_attention=True).attention
+    @property
+    def cross_attention(self) -> str:
+        """The last decoder layer's source-target attention (the report's heat map)."""
+        return f"decoder_layer{len(self.decoder.layers)}_block2_decenc_att"
+
+    def positional_tables(self):
+        return {name: mod.table for name, mod in self.named_modules() if isinstance(mod, PositionalEncoding)}

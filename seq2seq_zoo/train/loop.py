@@ -95,7 +95,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     dtype = autocast_dtype(cfg.precision, device)
-    d_model = getattr(model, "d_model", None) or _guess_d_model(model)
+    d_model = model.schedule_dim()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(params, cfg, lr=lr_at(cfg, 1, d_model))
     # objectives that decode (SCST) need the vocabulary to score text
@@ -301,13 +301,6 @@ def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, de
         total += sum(reward(texts, [r[0] for r in batch.references]))
         n += batch.size
     return total / max(n, 1)
-
-
-def _guess_d_model(model) -> int | None:
-    for m in model.modules():
-        if isinstance(m, torch.nn.Embedding):
-            return m.embedding_dim
-    return None
 
 
 def _main_thread() -> bool:

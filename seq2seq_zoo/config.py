@@ -283,6 +283,7 @@ _CHOICES = {
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
     "pe_tmax_rule": ("shared", "per_side"),
+    "variant": ("see", "bahdanau"),
     "activation": ("relu", "gelu"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }

@@ -209,6 +209,45 @@ def test_summarize_and_re_decoding_load_a_run_the_same_way(tmp_path):
         load_trained_run(tmp_path, purpose="re-decoding")
 
 
+@pytest.mark.parametrize("model,opts,legacy", [("transformer", {"pe": "sinusoidal_tmax", "d_model": 8, "d_ff": 16,
+                                                                  "heads": 2, "layers": 1}, {"pe_tmax_rule": "per_side"}),
+                                                ("pointer_generator", {"emb_dim": 8, "hidden": 12},
+                                                 {"variant": "bahdanau"})])
+def test_runs_trained_before_issue_19_load_with_their_own_rules(tmp_path, model, opts, legacy):
+    """A checkpoint whose record has no ``model_rules`` was trained with the old defaults (per-side
+    T_max, the Bahdanau-style pointer); re-decoding rebuilds it with those, not today's defaults."""
+    import json
+
+    import torch
+
+    from conftest import tiny_encoded
+    from seq2seq_zoo.config import DataConfig, DecodeConfig, EvalConfig, RunSpec, TrainConfig
+    from seq2seq_zoo.inference import load_trained_run
+    from seq2seq_zoo.models.base import build_model
+    from seq2seq_zoo.registry import model_context
+    from seq2seq_zoo.utils import atomic_torch_save
+    vocab, _ = tiny_encoded(4)
+    spec = RunSpec(experiment="e", name="r", seed=1, model=model, model_options=dict(opts),
+                   data=DataConfig(max_src_len=40, max_tgt_len=12), train=TrainConfig(), decode=DecodeConfig(),
+                   eval=EvalConfig())
+    ck = tmp_path / "checkpoints"
+    ck.mkdir()
+    (ck / "spec.json").write_text(json.dumps(spec.to_dict()))
+    vocab.save(ck / "vocab.json")
+    torch.manual_seed(0)
+    old = build_model(model, model_context(len(vocab), spec.data), {**opts, **legacy})
+    atomic_torch_save({"model": old.state_dict()}, ck / "best.pt")
+    (tmp_path / "record.json").write_text(json.dumps({"run": "r"}))            # made before issue 19
+    run = load_trained_run(tmp_path)
+    if model == "transformer":
+        assert run.model.decoder.pe.base == 13.0 and run.model.encoder.pe.base == 40.0
+    else:
+        assert run.model.variant == "bahdanau"
+    (tmp_path / "record.json").write_text(json.dumps({"run": "r", "model_rules": {}}))   # made after
+    if model == "transformer":
+        assert load_trained_run(tmp_path).model.decoder.pe.base == 40.0
+
+
 # ------------------------------------------------------------------------ the model interface's hooks
 def _bare_model(with_d_model: bool, with_embedding: bool):
     from seq2seq_zoo.models.base import Seq2Seq, StepOutput

@@ -179,3 +179,19 @@ def test_eval_and_summarize_commands(finished_run, capsys):
     f.write_text("#Person1#: Hello Amy, I want to buy a red car.\n#Person2#: The red car is in the shop.")
     assert main(["summarize", str(exp / "learned"), "--file", str(f), "--max-len", "10"]) == 0
     assert len(capsys.readouterr().out.strip().split()) <= 10
+
+
+def test_report_shows_the_stale_flag_of_records_made_before_a_fix(finished_run, tmp_path):
+    """A record marked ``stale`` (made before the correctness fixes of issue 19) says so in the
+    settings of the rebuilt tables and README."""
+    from seq2seq_zoo.report.build import build_report
+    toml, results, exp, data_dir = finished_run
+    copy = tmp_path / "tiny_e2e"
+    shutil.copytree(exp, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    rec = json.loads((copy / "sinus" / "record.json").read_text())
+    rec["stale"] = "made before the correctness fixes (issue 19): beam search (19.1)"
+    (copy / "sinus" / "record.json").write_text(json.dumps(rec))
+    build_report(copy)
+    line = "- **Stale**: made before the correctness fixes (issue 19): beam search (19.1) (sinus)"
+    assert line in (copy / "README.md").read_text() and line in (copy / "table.md").read_text()
+    assert "**Stale**" not in (exp / "table.md").read_text()

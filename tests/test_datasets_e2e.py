@@ -113,6 +113,12 @@ def test_zoo_run_end_to_end_on_each_new_dataset(tmp_path, tag):
     if tag == "cnn_dailymail":
         assert all("\n" not in r for p in preds for r in p["references"])   # first highlight only
     assert (tmp_path / "R" / f"ds_{tag}" / "table.md").is_file()
+    # train and validation loss per epoch, as a training-log table (loss.csv)
+    import csv
+    rows = list(csv.DictReader(open(tmp_path / "R" / f"ds_{tag}" / "loss.csv")))
+    assert [(r["run"], int(r["epoch"])) for r in rows] == [("tiny", h["epoch"]) for h in hist]
+    assert [float(r["train_loss"]) for r in rows] == pytest.approx([h["train_loss"] for h in hist])
+    assert [float(r["val_loss"]) for r in rows] == pytest.approx([h["val_loss"] for h in hist])
 
 
 TINY = """

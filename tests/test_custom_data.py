@@ -142,6 +142,14 @@ def test_options_in_experiment_file_checked_with_file_line_and_key(tmp_path):
         assert where in str(e.value) and what in str(e.value), str(e.value)
 
 
+def test_inline_options_table_errors_name_the_line(tmp_path):
+    p = tmp_path / "e.toml"
+    p.write_text('[experiment]\nname = "e"\n\n[defaults]\nmodel = "gru"\ndata.dataset = "inshorts"\n'
+                 'data.options = { target = "text", min_source_chars = -1 }\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"e\.toml:7: runs\[0\]\.data\.options\.min_source_chars: -1 must be >= 0"):
+        load_experiment(p)
+
+
 def test_zoo_data_info_on_own_files_and_experiment(tmp_path, capsys):
     files = write_jsonl(tmp_path / "c")
     args = ["data", "info", "jsonl"] + [f"--option={s}={files[s]}" for s in SPLITS] + \

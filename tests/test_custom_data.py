@@ -99,6 +99,17 @@ def test_csv_tsv_columns_errors_and_encoding(tmp_path, fmt, sep):
     assert ex[-1].source == "caf\u00e9"
 
 
+def test_csv_field_longer_than_csv_default_limit(tmp_path):
+    """A whole article in one field (csv's default limit is 131,072 characters)."""
+    files = {}
+    for s in SPLITS:
+        p = tmp_path / f"{s}.csv"
+        p.write_text("body,gist\n" + '"' + "word " * 40000 + '",short\n', encoding="utf-8")
+        files[s] = str(p)
+    ex = load_split("csv", tmp_path, "train", options={**files, "source": "body", "target": "gist"})
+    assert len(ex[0].source) == 200000
+
+
 # ------------------------------------------------------------------------------ experiment-file options
 EXP = """[experiment]
 name = "own"

@@ -9,14 +9,12 @@ splits: train / validation / test are drawn once over all rows with a fixed seed
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 from pathlib import Path
 
 import numpy as np
 
-from seq2seq_zoo.data.corpora import DataError, Example, ReadStats, _jsonl, _make, _note_file
+from seq2seq_zoo.data.corpora import DataError, ReadStats, _jsonl, _make, _note_file, csv_rows
 from seq2seq_zoo.registry import register_dataset
 
 # An article is a CNN story when its dateline carries "(CNN)" ("WASHINGTON (CNN) -- ...", "(CNN)The ...");
@@ -167,16 +165,16 @@ def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: Read
         raise DataError(f"{folder}: none of {', '.join(INSHORTS_FILES)} found (get it with `zoo data download "
                         "inshorts`)")
     _note_file(stats, path, {"source": "ctext", "target": target, "id": "inshorts-<row> (0-based data row)"})
-    reader = csv.reader(io.StringIO(_decode_csv(path, stats), newline=""))
-    header = next(reader, None) or []
+    reader = csv_rows(_decode_csv(path, stats), path)
+    header = next(reader, (1, []))[1]
     for col in ("ctext", target):
         if col not in header:
             raise DataError(f"{path}:1: no column '{col}' in the header ({', '.join(header) or 'empty'}); "
                             "expected the Kaggle news_summary.csv columns author, date, headlines, read_more, "
                             "text, ctext")
     rows: list[tuple[int, list[str] | None]] = []
-    for row in reader:
-        rows.append((reader.line_num, row))
+    for lineno, row in reader:
+        rows.append((lineno, row))
     fractions = list(split_fractions)
     draw = split_draw(len(rows), fractions, split_seed)
     src_i, tgt_i = header.index("ctext"), header.index(target)

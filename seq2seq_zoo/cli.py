@@ -12,11 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from seq2seq_zoo.errors import UserError
+
 EXIT_USAGE = 2
-
-
-class UserError(Exception):
-    """An error whose message is for the user as is."""
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -205,21 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("\ninterrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001 - turned into one clear message
-        from seq2seq_zoo.config import ConfigError
-        from seq2seq_zoo.data.corpora import DataError
-        from seq2seq_zoo.registry import UnknownName
-        from seq2seq_zoo.train.loop import TrainingStopped
-        from seq2seq_zoo.utils import UnsafeCheckpoint
-        from seq2seq_zoo.runner import InitError
-        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError, UnsafeCheckpoint,
-                InitError)
-        try:
-            from seq2seq_zoo.data.download import DownloadError
-            user = user + (DownloadError,)
-        except ImportError:
-            pass
-        if getattr(args, "debug", False) or not isinstance(e, user):
+    except (UserError, FileNotFoundError) as e:  # one clear message (FileNotFoundError: a path the user typed)
+        if getattr(args, "debug", False):
             raise
         print(f"zoo {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, UnknownName,
                                   did_you_mean, model_options)
-
-
-class ConfigError(ValueError):
-    """A bad experiment file. The message is meant for the user as is."""
 
 
 @dataclass
@@ -79,6 +76,7 @@ class TrainConfig:
     rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
     rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
     rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
+    rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
 
@@ -93,6 +91,7 @@ class DecodeConfig:
     max_len: int = 60
     no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
     repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    repetition_penalty_style: str = "keskar"      # keskar: on the logits, then softmax (HF) | logprob: lp * theta
     coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
 
@@ -270,15 +269,20 @@ _RANGES = {
     "eps": (lambda v: v > 0, "must be > 0"),
     "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
     "attn_dropout": (lambda v: v is None or 0 <= v < 1, "must be in [0, 1)"),
+    "pe_init_std": (lambda v: v > 0, "must be > 0"),
+    "pe_tmax": (lambda v: v is None or v >= 2, "must be >= 2"),
 }
 _CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
     "length_penalty_style": ("gnmt", "hf", "none"),
+    "repetition_penalty_style": ("keskar", "logprob"),
+    "rl_logp": ("sum", "mean"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
+    "pe_tmax_rule": ("shared", "per_side"),
     "activation": ("relu", "gelu"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }
@@ -380,10 +384,9 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{label}.{k}", v)
     built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
-    if built["decode"].max_len > built["data"].max_tgt_len and _trainable(ctx, 0, model):
-        raise ctx.fail(f"{label}.decode.max_len", f"{built['decode'].max_len} exceeds data.max_tgt_len "
-                       f"({built['data'].max_tgt_len}), the longest target the model is trained and built for; "
-                       "lower decode.max_len or raise data.max_tgt_len")
+    too_long = decode_too_long(built["decode"], built["data"])
+    if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
+        raise ctx.fail(f"{label}.decode.max_len", too_long)
     _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
     _check_data_options(ctx, f"{label}.data.options", built["data"])
     _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
@@ -545,6 +548,16 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
 DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables
 
 
+def decode_too_long(decode: DecodeConfig, data: DataConfig) -> str | None:
+    """The one check that a decoding fits the model: ``decode.max_len`` may not exceed
+    ``data.max_tgt_len``, the longest target the model is built for (e.g. its positional table).
+    Returns the problem as text, or None; callers add where it was found."""
+    if decode.max_len > data.max_tgt_len:
+        return (f"decode.max_len {decode.max_len} exceeds data.max_tgt_len ({data.max_tgt_len}), the longest "
+                "target the model is trained and built for; lower decode.max_len or raise data.max_tgt_len")
+    return None
+
+
 def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
     """[[decode]] entries: a plain unique name plus decode.* keys, checked like [defaults.decode] and
     against every run (decode.max_len may not exceed a run's data.max_tgt_len)."""
@@ -567,11 +580,10 @@ def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[Dec
                            f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
         _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
         for spec in specs:
-            cfg = dataclasses.replace(spec.decode, **over)
-            if cfg.max_len > spec.data.max_tgt_len:
+            too_long = decode_too_long(dataclasses.replace(spec.decode, **over), spec.data)
+            if too_long:
                 raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
-                               f"decode '{name}': max_len {cfg.max_len} exceeds data.max_tgt_len "
-                               f"({spec.data.max_tgt_len}) of run '{spec.name}'")
+                               f"decode '{name}' of run '{spec.name}': {too_long}")
         out.append(DecodeVariant(name, over))
     return out
 

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from seq2seq_zoo.errors import UnsafeCheckpoint
+
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
@@ -116,10 +118,6 @@ def cpu_has_fast_bf16() -> bool:
         return "amx_bf16" in flags or "avx512_bf16" in flags
     except OSError:
         return False
-
-
-class UnsafeCheckpoint(RuntimeError):
-    """A checkpoint that holds more than tensors and plain data (e.g. a pickled code payload)."""
 
 
 def load_checkpoint(path, map_location="cpu") -> dict:

@@ -22,13 +22,10 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seq2seq_zoo.errors import DataError  # noqa: F401 - raised here; importable from here as before
 from seq2seq_zoo.registry import DATASETS, register_dataset
 
 SPLITS = ("train", "validation", "test")
-
-
-class DataError(ValueError):
-    """Bad or missing data; the message names the file (and line) and what to do."""
 
 
 @dataclass

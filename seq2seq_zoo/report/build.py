@@ -47,6 +47,14 @@ def _decode_line(dec: dict) -> str:
     return extras.describe(dec)  # every option; the length penalty as its exact formula
 
 
+def _rules_text(r: dict) -> str:
+    """The model's own rules from its record (positional-encoding bases, pointer variant, ...)."""
+    def val(v):
+        return ", ".join(f"{k} {val(x)}" for k, x in v.items()) if isinstance(v, dict) else \
+            f"{v:g}" if isinstance(v, float) else str(v)
+    return "; ".join(f"{k}: {val(v)}" for k, v in (r.get("model_rules") or {}).items())
+
+
 def _settings_lines(records: list[dict]) -> list[str]:
     lines = [f"- **Dataset**: {text}{_for(runs, records)}" for text, runs in _grouped(records, _data_line)]
     metrics = list(dict.fromkeys(m for r in records for m in r["eval"]["settings"]))
@@ -65,6 +73,12 @@ def _settings_lines(records: list[dict]) -> list[str]:
             b = r["baseline"]
             lines.append(f"- **Baseline {r['run']}** ({'upper bound' if b.get('upper_bound') else 'no training'}): "
                          f"{b.get('describe', r['model'])}")
+    for t, runs in _grouped(records, _rules_text):
+        if t:
+            lines.append(f"- **Model rules**: {t}{_for(runs, records)}")
+    for t, runs in _grouped(records, lambda r: r.get("stale") or ""):
+        if t:
+            lines.append(f"- **Stale**: {t}{_for(runs, records)}")
     for r in records:
         e = r.get("embeddings")
         if e and e.get("embeddings") != "random":

@@ -129,7 +129,9 @@ def attention(record: dict, path: Path, max_src: int = 80) -> Path | None:
     if not p.exists():
         return None
     a = json.loads(p.read_text())
-    name = next((k for k in a["maps"] if "decenc" in k), None)
+    # the map the model names with its ``cross_attention`` hook; files written before the field existed:
+    # the Transformer's and RNNs' naming ("..._decenc_att")
+    name = a["cross_attention"] if "cross_attention" in a else next((k for k in a["maps"] if "decenc" in k), None)
     if name is None:
         return None
     m = np.array(a["maps"][name])[:, :max_src]

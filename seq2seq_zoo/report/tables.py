@@ -95,7 +95,8 @@ def decode_label(d: dict) -> str:
         f"beam {d['beam_size']}, lp " + ("none" if d["length_penalty_style"] == "none" or not d["length_penalty"]
                                          else f"{d['length_penalty_style']} {d['length_penalty']}"))
     text = (f"{head}, len {d['min_len']}-{d['max_len']}, no-repeat {d['no_repeat_ngram']}, "
-            f"rep. pen. {d['repetition_penalty']}")
+            f"rep. pen. {d['repetition_penalty']}"
+            + (f" {d.get('repetition_penalty_style', 'logprob')}" if d["repetition_penalty"] != 1.0 else ""))
     return text + (f", cov. pen. {d['coverage_penalty']}" if d.get("coverage_penalty") else "")
 
 

@@ -13,7 +13,6 @@ which ``zoo data info`` prints and the run record keeps.
 from __future__ import annotations
 
 import csv
-import hashlib
 import inspect
 import io
 import json

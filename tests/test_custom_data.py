@@ -241,3 +241,11 @@ def test_cnn_dailymail_through_hf_option(tmp_path):
     ex = load_split("cnn_dailymail", tmp_path, "test", stats=st, options=o)
     assert [(e.id, e.references) for e in ex] == [("a1", ["first .\nsecond ."])]
     assert sum(st.skipped.values()) == 1
+
+
+def test_zoo_list_datasets_shows_reader_options(capsys):
+    assert main(["list", "datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "options: target='text', min_source_chars=0" in out          # inshorts
+    assert "options: cnn_only=False, max_highlights=0" in out            # cnn_dailymail
+    assert "options: train='', validation='', test='', source=''" in out # jsonl / csv / tsv

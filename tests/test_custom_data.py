@@ -145,6 +145,8 @@ def test_options_in_experiment_file_checked_with_file_line_and_key(tmp_path):
         ("inshorts", "split_fractions = [0.8, 0.1]", "data.options.split_fractions", "sum to 1"),
         ("inshorts", 'target = "title"', "data.options.target", "text, headlines"),
         ("dialogsum", "x = 1", "data.options.x", "takes no options"),
+        ("cnn_dailymail", 'cnn_ids = "ids.txt"', "data.options.cnn_ids", "goes with cnn_only = true"),
+        ("cnn_dailymail", 'cnn_only = true\ncnn_ids = "nope.txt"', "data.options.cnn_ids", "not found"),
         ("hf", 'source = "a"\ntarget = "b"', "data.options.path", "save_to_disk"),
     ]
     for dataset, options, where, what in cases:
@@ -247,5 +249,5 @@ def test_zoo_list_datasets_shows_reader_options(capsys):
     assert main(["list", "datasets"]) == 0
     out = capsys.readouterr().out
     assert "options: target='text', min_source_chars=0" in out          # inshorts
-    assert "options: cnn_only=False, max_highlights=0" in out            # cnn_dailymail
+    assert "options: cnn_only=False, cnn_ids='', max_highlights=0" in out   # cnn_dailymail
     assert "options: train='', validation='', test='', source=''" in out # jsonl / csv / tsv

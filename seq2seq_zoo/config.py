@@ -385,13 +385,20 @@ def _check_data_options(ctx, label: str, data: DataConfig) -> None:
     """``data.options``: the reader's keyword arguments, checked by name (did-you-mean), by type against
     the reader's hints, then by the reader's own rules (files that exist, fractions that sum to 1)."""
     from seq2seq_zoo.data.corpora import check_options, reader_options
+
+    def fail(k: str, msg: str) -> ConfigError:
+        inline = re.search(rf"[{{,][ \t]*{re.escape(k)}[ \t]*=", ctx.text)  # data.options = {{ k = ... }}
+        if _line_of(ctx.text, f"{label}.{k}") is None and inline:
+            return ConfigError(f"{ctx.path}:{ctx.text.count(chr(10), 0, inline.start()) + 1}: {label}.{k}: {msg}")
+        return ctx.fail(f"{label}.{k}", msg)
+
     known = reader_options(data.dataset)
     for k, v in data.options.items():
         if k in known and not _type_ok(v, known[k][1]):
-            raise ctx.fail(f"{label}.{k}", f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
+            raise fail(k, f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
     bad = check_options(data.dataset, data.options)
     if bad:
-        raise ctx.fail(f"{label}.{bad[0]}", bad[1])
+        raise fail(*bad)
 
 
 def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:

@@ -13,7 +13,6 @@ which ``zoo data info`` prints and the run record keeps.
 from __future__ import annotations
 
 import csv
-import hashlib
 import inspect
 import io
 import json
@@ -245,3 +244,23 @@ def describe_source(dataset: str, data_dir: Path, options: dict) -> str:
     if describe is not None:
         return describe(options)
     return str(Path(data_dir) / dataset)
+
+
+def csv_rows(text: str, path, delimiter: str = ","):
+    """(line number, fields) of every row of a CSV/TSV text, the header first. Fields may hold whole
+    articles (csv's default limit is 128 kB a field: raised here); a row the csv module cannot parse is a
+    DataError naming the file and line."""
+    old = csv.field_size_limit()
+    csv.field_size_limit(1 << 30)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DataError(f"{path}:{reader.line_num}: not valid CSV ({e}); fix the row") from None
+            yield reader.line_num, row
+    finally:
+        csv.field_size_limit(old)

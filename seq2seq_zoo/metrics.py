@@ -35,8 +35,9 @@ def _splitter():
 
 
 def sentences_newline(text: str) -> str:
-    """rougeLsum treats newlines as sentence boundaries: one Punkt sentence per line."""
-    return "\n".join(s for s in _splitter().tokenize(text.strip()) if s)
+    """rougeLsum treats newlines as sentence boundaries: one Punkt sentence per line. Line breaks already
+    in the text (CNN/DailyMail highlights, one per line, often without a final period) stay boundaries."""
+    return "\n".join(s for line in text.strip().splitlines() for s in _splitter().tokenize(line.strip()) if s)
 
 
 @register_metric("rouge")

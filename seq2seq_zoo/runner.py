@@ -56,16 +56,21 @@ def _oov_rate(data: list[Encoded]) -> float:
     return float(sum(int((e.src == 1).sum()) for e in data) / n) if n else 0.0
 
 
-def resolve_init(value: str, out: Path) -> Path:
+def resolve_init(value: str, out: Path, seed: int | None = None) -> Path:
     """``init_from`` -> a checkpoint file: a .pt file, a run directory (its checkpoints/best.pt), or
-    the name of a run of the same experiment (a sibling of ``out``)."""
-    for cand in (Path(value), out.parent / value):
-        if cand.is_file():
-            return cand
-        if (cand / "checkpoints" / "best.pt").is_file():
-            return cand / "checkpoints" / "best.pt"
-    raise InitError(f"train.init_from = {value!r}: no checkpoint found (looked for {value}/checkpoints/best.pt "
-                    f"and {out.parent / value}/checkpoints/best.pt); train that run first (zoo run ... --only RUN)")
+    the name of a run of the same experiment (a sibling of ``out``). With ``seed``, a run trained with
+    several seeds is found by its seed too (``dsum-pg`` -> ``dsum-pg-seed2`` for seed 2), so every seed
+    of a fine-tuning run starts from the same seed of its parent."""
+    names = [value] + ([f"{value.rstrip('/')}-seed{seed}"] if seed is not None else [])
+    for name in names:
+        for cand in (Path(name), out.parent / name):
+            if cand.is_file():
+                return cand
+            if (cand / "checkpoints" / "best.pt").is_file():
+                return cand / "checkpoints" / "best.pt"
+    raise InitError(f"train.init_from = {value!r}: no checkpoint found (looked for "
+                    + " and ".join(f"{c}/checkpoints/best.pt" for n in names for c in (n, out.parent / n))
+                    + "); train that run first (zoo run ... --only RUN)")
 
 
 def load_init(model, ckpt: Path, log=print) -> dict:
@@ -106,7 +111,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         torch.set_num_threads(spec.train.threads)
     seed_everything(spec.seed)
     device = pick_device(spec.train.device) if ddp is None else ddp.device(pick_device(spec.train.device))
-    init_ckpt = resolve_init(spec.train.init_from, out) if spec.train.init_from else None
+    init_ckpt = resolve_init(spec.train.init_from, out, spec.seed) if spec.train.init_from else None
     init_vocab = Vocab.load(init_ckpt.parent / "vocab.json") if init_ckpt and (init_ckpt.parent / "vocab.json").is_file() \
         else None
     vocab, data, data_info = prepare_data(spec, data_dir, log, vocab=init_vocab)

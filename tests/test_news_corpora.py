@@ -127,7 +127,7 @@ def test_rouge_lsum_uses_highlight_lines_as_sentences(tmp_path):
     as_lines, _ = rouge([pred], [[lines]])
     as_one, _ = rouge([pred], [[lines.replace("\n", " ")]])
     assert as_lines["rougeLsum"] == pytest.approx(100 * 10 / 13)   # union-LCS 5 of 8 ref / 5 of 5 pred tokens
-    assert as_one["rougeLsum"] < as_lines["rougeLsum"] - 10   # 61.5 vs 76.9 with the Punkt splitter
+    assert as_one["rougeLsum"] < as_lines["rougeLsum"] - 20
 
 
 def test_cnn_staged_files_give_the_documented_counts():

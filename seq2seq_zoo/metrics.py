@@ -35,8 +35,10 @@ def _splitter():
 
 
 def sentences_newline(text: str) -> str:
-    """rougeLsum treats newlines as sentence boundaries: one Punkt sentence per line."""
-    return "\n".join(s for s in _splitter().tokenize(text.strip()) if s)
+    """rougeLsum treats newlines as sentence boundaries: one sentence per line, the text's own lines
+    (e.g. CNN/DailyMail highlights) kept as boundaries and each split further by Punkt."""
+    punkt = _splitter()
+    return "\n".join(s.strip() for line in text.strip().split("\n") for s in punkt.tokenize(line) if s.strip())
 
 
 @register_metric("rouge")

@@ -105,7 +105,8 @@ def test_rouge_lsum_uses_highlight_lines_as_sentences(tmp_path):
     root = write_cnn(tmp_path)
     ref = load_split("cnn_dailymail", root, "train")[1].references[0]
     assert sentences_newline(ref).split("\n") == ref.split("\n") and len(ref.split("\n")) == 3
-    lines, pred = "a b a b\nd b d d", "a b d. d a."
+    # two-letter words: Punkt (issue 19.9) reads a single letter before a period as an initial
+    lines, pred = "aa bb aa bb\ndd bb dd dd", "aa bb dd. dd aa."
     as_lines, _ = rouge([pred], [[lines]])
     as_one, _ = rouge([pred], [[lines.replace("\n", " ")]])
     assert as_lines["rougeLsum"] == pytest.approx(100 * 10 / 13)   # union-LCS 5 of 8 ref / 5 of 5 pred tokens

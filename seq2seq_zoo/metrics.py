@@ -35,10 +35,9 @@ def _splitter():
 
 
 def sentences_newline(text: str) -> str:
-    """rougeLsum treats newlines as sentence boundaries: one sentence per line, the text's own lines
-    (e.g. CNN/DailyMail highlights) kept as boundaries and each split further by Punkt."""
-    punkt = _splitter()
-    return "\n".join(s.strip() for line in text.strip().split("\n") for s in punkt.tokenize(line) if s.strip())
+    """rougeLsum treats newlines as sentence boundaries: one Punkt sentence per line. Line breaks already
+    in the text (CNN/DailyMail highlights, one per line, often without a final period) stay boundaries."""
+    return "\n".join(s for line in text.strip().splitlines() for s in _splitter().tokenize(line.strip()) if s)
 
 
 @register_metric("rouge")

@@ -136,6 +136,14 @@ def val_loss_table(records: list[dict]) -> pd.DataFrame:
     return df
 
 
+def loss_table(records: list[dict]) -> pd.DataFrame:
+    """Train and validation loss per run and epoch, long format (the layout of a training-log table:
+    epoch, train loss, validation loss); runs with nothing to train have no rows."""
+    rows = [{"run": r["run"], "epoch": h["epoch"], "train_loss": h.get("train_loss"), "val_loss": h.get("val_loss")}
+            for r in records for h in (r.get("train") or {}).get("history", [])]
+    return pd.DataFrame(rows, columns=["run", "epoch", "train_loss", "val_loss"])
+
+
 def _digits(col: str, default: int) -> int:
     col = str(col)
     if col.startswith("BERTScore") or "loss" in col or col.startswith("rep.") or col in ("UNK ratio", "copied OOV"):

@@ -54,7 +54,7 @@ TARGET_BENCH_S = 300.0         # `zoo bench` on CPU
 
 @dataclass
 class Shape:
-    """The sizes measured. PAPER is the seed paper's Transformer (pe_ablation defaults) at the issue's
+    """The sizes measured. PAPER is the seed paper's Transformer (pe_ablation defaults) at the speed targets'
     batch shape; the recurrent models use rnn_progression's defaults (emb 128, hidden 256)."""
     vocab: int = 15000
     d_model: int = 300
@@ -734,7 +734,7 @@ def _ratio(a, b):
 
 
 def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target of the issue with the measured value, whether it is met, and by how much it is
+    """Each speed target (TARGET_*) with the measured value, whether it is met, and by how much it is
     missed (or exceeded)."""
     out = []
     tr = res.get("training", {})

@@ -170,17 +170,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
 
     last = ckpt_dir / "last.pt"
     if resume and ddp.agree(last.exists()):
-        ck = load_checkpoint(last)
-        model.load_state_dict(ck["model"])
-        step.optimizer.load_state_dict(ck["optimizer"])
-        step.scaler.load_state_dict(ck["scaler"])
-        st = LoopState(**ck["loop"])
-        st.resumes += 1
-        torch.set_rng_state(ck["rng"])
-        if device.type == "cuda" and ck.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(ck["cuda_rng"])
-        ddp.load_rng(ck)
-        log(f"resumed from {last}: epoch {st.epoch + 1}, batch {st.batch}, step {st.step}")
+        st = _resume(last, model, step, device, ddp, log)
         st.finished = st.epoch >= cfg.epochs or st.stopped_early  # epochs may have been raised since
         if st.finished:
             return st
@@ -263,6 +253,23 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     finally:
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
+    return st
+
+
+def _resume(last: Path, model, step: TrainStep, device: torch.device, ddp, log) -> LoopState:
+    """Weights, optimizer, loss scaler, loop state and every RNG state from ``last.pt``: the run goes on
+    exactly where it stopped."""
+    ck = load_checkpoint(last)
+    model.load_state_dict(ck["model"])
+    step.optimizer.load_state_dict(ck["optimizer"])
+    step.scaler.load_state_dict(ck["scaler"])
+    st = LoopState(**ck["loop"])
+    st.resumes += 1
+    torch.set_rng_state(ck["rng"])
+    if device.type == "cuda" and ck.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(ck["cuda_rng"])
+    ddp.load_rng(ck)
+    log(f"resumed from {last}: epoch {st.epoch + 1}, batch {st.batch}, step {st.step}")
     return st
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,17 @@ EXIT_USAGE = 2
 
 class UserError(Exception):
     """An error whose message is for the user as is."""
+
+
+def _kind(path, want: str, what: str) -> Path:
+    """``path`` must be a file (want="file") or a folder (want="dir") if it exists: a folder given where a
+    file is expected (or the reverse) is named as such, not reported as "not found"."""
+    p = Path(path)
+    if want == "file" and p.is_dir():
+        raise UserError(f"{p}: is a folder, but {what} must be a file")
+    if want == "dir" and p.exists() and not p.is_dir():
+        raise UserError(f"{p}: is a file, but {what} must be a folder")
+    return p
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -180,28 +192,33 @@ def main(argv: list[str] | None = None) -> int:
     if not args.cmd:
         ap.print_help()
         return EXIT_USAGE
+    old_term = _sigterm_like_ctrl_c()
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench}[args.cmd](args) or 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from seq2seq_zoo.utils import EXIT_PREEMPTED, Preempted
+        term = isinstance(e, Preempted)
+        code = EXIT_PREEMPTED if term else 130
         if os.environ.get("RANK", "0") != "0":
-            return 130  # a DDP worker other than rank 0: rank 0 says how to resume
+            return code  # a DDP worker other than rank 0: rank 0 says how to resume
+        what = "stopped by SIGTERM (pre-emption or a time limit)" if term else "interrupted"
         if args.cmd == "run":
             argv_ = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--resume", "--force")]
-            print(f"\ninterrupted. Training state up to the last checkpoint is kept; continue with:\n"
+            print(f"\n{what}. Training state up to the last checkpoint is kept; continue with:\n"
                   f"  zoo {' '.join(argv_)} --resume", file=sys.stderr)
         else:
-            print("\ninterrupted", file=sys.stderr)
-        return 130
+            print(f"\n{what}", file=sys.stderr)
+        return code
     except Exception as e:  # noqa: BLE001 - turned into one clear message
         from seq2seq_zoo.config import ConfigError
         from seq2seq_zoo.data.corpora import DataError
         from seq2seq_zoo.registry import UnknownName
         from seq2seq_zoo.train.loop import TrainingStopped
-        from seq2seq_zoo.utils import UnsafeCheckpoint
-        from seq2seq_zoo.runner import InitError
+        from seq2seq_zoo.utils import DamagedFile, UnsafeCheckpoint, WriteFailed
+        from seq2seq_zoo.runner import EmptySelection, InitError
         user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError, UnsafeCheckpoint,
-                InitError)
+                InitError, DamagedFile, WriteFailed, IsADirectoryError, NotADirectoryError, EmptySelection)
         try:
             from seq2seq_zoo.data.download import DownloadError
             user = user + (DownloadError,)
@@ -211,6 +228,26 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"zoo {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _sigterm_like_ctrl_c():
+    """SIGTERM (what cluster schedulers send before killing a job) raises ``Preempted``, a
+    KeyboardInterrupt: the command stops the way Ctrl-C stops it (training finishes the current update
+    and writes last.pt first), and exits with status 143. Returns the previous handler (None when not
+    installed: not the main thread, or a handler other than the default is in place)."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return None
+
+    def on_term(signum, frame):
+        from seq2seq_zoo.utils import Preempted
+        raise Preempted()
+    return signal.signal(signal.SIGTERM, on_term)
 
 
 # ----------------------------------------------------------------------------------------------- run
@@ -224,6 +261,10 @@ def cmd_run(args) -> int:
     if args.nproc > 1 and not distributed.launched():
         return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
+    _kind(args.experiment, "file", "the experiment (a TOML file)")
+    _kind(args.results, "dir", "--results")
+    if args.data_dir:
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     profile = _profile(args)
     exp = load_experiment(args.experiment, profile=profile, only=args.only)
     if args.device:
@@ -270,6 +311,11 @@ def cmd_run(args) -> int:
     finally:
         for lock in locks:
             lock.unlink(missing_ok=True)
+            for d in (lock.parent, lock.parent.parent):  # folders the lock made, if nothing else was written
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
         distributed.shutdown(wait=finished)
     return 0
 
@@ -355,8 +401,12 @@ def _alive(pid: int) -> bool:
 # -------------------------------------------------------------------------------------------- report
 def cmd_report(args) -> int:
     from seq2seq_zoo.report import build_report
-    root = Path(args.results)
+    root = _kind(args.results, "dir", "--results")
     if args.experiments:
+        for e in args.experiments:
+            if Path(e).is_file() or (root / e).is_file():
+                raise UserError(f"{e if Path(e).is_file() else root / e}: is a file, but `zoo report` takes experiment "
+                                f"names or folders (e.g. {root / Path(e).stem})")
         dirs = [Path(e) if Path(e).is_dir() else root / e for e in args.experiments]
     else:
         # experiment folders directly under the results folder, and one level down (results written
@@ -393,11 +443,14 @@ def cmd_data(args) -> int:
     if args.data_cmd == "download":
         from seq2seq_zoo.data.download import download
         target = args.data_dir or os.environ.get("ZOO_DATA") or "data"
+        _kind(target, "dir", "the data folder")
         paths = download(args.name, target, mirror=args.mirror, force=args.force)
         print(f"{args.name}: {len(paths)} file(s) in {Path(target) / args.name}")
         return 0
     if args.data_cmd == "info":
         from seq2seq_zoo.data.corpora import ReadStats, load_split, resolve_data_dir
+        if args.data_dir:
+            _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
         root = resolve_data_dir(args.name, args.data_dir)
         print(f"{args.name}: found in {root / args.name}")
         for split in ("train", "validation", "test"):
@@ -411,6 +464,11 @@ def cmd_data(args) -> int:
 # ----------------------------------------------------------------------------------------- summarize
 def cmd_summarize(args) -> int:
     from seq2seq_zoo.inference import Summarizer
+    _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    if args.file:
+        _kind(args.file, "file", "--file (the text to summarise)")
+        if not Path(args.file).exists():
+            raise UserError(f"{args.file}: file not found (--file)")
     raw = Path(args.file).read_bytes() if args.file else sys.stdin.buffer.read()
     text = raw.decode("utf-8", errors="replace")
     s = Summarizer.from_run(args.run_dir)
@@ -427,6 +485,7 @@ def cmd_params(args) -> int:
     from seq2seq_zoo.report.tables import params_table, to_markdown
     from seq2seq_zoo.runner import prepare_data
 
+    _kind(args.experiment, "file", "the experiment (a TOML file)")
     exp = load_experiment(args.experiment, profile=_profile(args))
     rows, vocabs = [], {}
     for spec in exp.runs:
@@ -445,6 +504,9 @@ def cmd_params(args) -> int:
 def cmd_eval(args) -> int:
     from seq2seq_zoo.metrics import evaluate
     from seq2seq_zoo.results import read_predictions
+    _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax)")
+    if getattr(args, "data_dir", None):
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if args.decode is not None:
         return _eval_decode(args)
     if args.name or args.force:

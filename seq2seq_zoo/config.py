@@ -147,6 +147,23 @@ class RunSpec:
                    **{k: _build(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
 
 
+def read_spec(path: str | Path) -> RunSpec:
+    """A run's spec.json (or a record's ``spec``) as the suite wrote it; a truncated, empty or hand-edited
+    one raises ``utils.DamagedFile`` naming the file."""
+    from seq2seq_zoo.utils import DamagedFile, read_json
+    fix = "delete the run's checkpoints folder and train it again"
+    d = read_json(path, "run spec", fix)
+    try:
+        if not isinstance(d, dict):
+            raise TypeError(f"a JSON {type(d).__name__}, expected an object")
+        return RunSpec.from_dict(d)
+    except KeyError as e:
+        raise DamagedFile(f"{path}: damaged run spec (no {e.args[0]!r}); {fix}") from None
+    except (TypeError, ValueError) as e:
+        why = str(e).replace("<record>: ", "")
+        raise DamagedFile(f"{path}: damaged run spec ({why}); {fix}") from None
+
+
 @dataclass
 class Experiment:
     name: str
@@ -403,9 +420,15 @@ TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid"}
 
 def load_experiment(path: str | Path, profile: str | None = None, only: list[str] | None = None) -> Experiment:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, but the experiment must be a TOML file")
     if not path.is_file():
         raise ConfigError(f"{path}: experiment file not found")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: bytes that are not UTF-8; save the file as UTF-8") from None
     ctx = _Ctx(path, text)
     try:
         raw = tomllib.loads(text)

@@ -151,9 +151,9 @@ def _load_eval_data(spec: RunSpec, vocab, data_dir: str | None, config_dir: str 
     train = load_split(d.dataset, root, "train", d.on_bad, ReadStats())
     if d.filter_percentiles:
         train = percentile_filter(train, *d.filter_percentiles, tc)
-    train = train[: d.max_train] if d.max_train else train
+    train = train[: d.max_train] if d.max_train is not None else train
     test = load_split(d.dataset, root, spec.eval.split, d.on_bad, ReadStats())
-    test = test[: d.max_test] if d.max_test else test
+    test = test[: d.max_test] if d.max_test is not None else test
     shown = pick_examples(spec, [e.id for e in train], [e.id for e in test])
     idx = train_sample_indices(len(train), spec.eval.train_sample, spec.seed)
     enc = lambda xs: encode_examples(xs, vocab, tc, d.max_src_len, d.max_tgt_len)

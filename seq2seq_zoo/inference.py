@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seq2seq_zoo.config import RunSpec
+from seq2seq_zoo.config import RunSpec, read_spec
 from seq2seq_zoo.data.batching import Encoded, collate
 from seq2seq_zoo.data.corpora import DataError
 from seq2seq_zoo.data.text import TextConfig, detokenize, tokenize
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
 from seq2seq_zoo.models.base import build_model, model_context
-from seq2seq_zoo.utils import load_checkpoint
+from seq2seq_zoo.utils import load_checkpoint, load_weights
 
 
 class Summarizer:
@@ -30,11 +30,11 @@ class Summarizer:
             if not (ck / f).is_file():
                 raise FileNotFoundError(f"{ck / f} not found: summarize needs a run trained on this machine "
                                         "(checkpoints are not committed); run `zoo run` first")
-        spec = RunSpec.from_dict(json.loads((ck / "spec.json").read_text(encoding="utf-8")))
+        spec = read_spec(ck / "spec.json")
         vocab = Vocab.load(ck / "vocab.json")
         model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
         state = load_checkpoint(ck / checkpoint)
-        model.load_state_dict(state["model"])
+        load_weights(model, state["model"], ck / checkpoint)
         return cls(model, vocab, spec)
 
     @torch.no_grad()

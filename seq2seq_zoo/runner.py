@@ -42,14 +42,22 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     train = load_split(d.dataset, root, "train", d.on_bad, stats["train"])
     val = load_split(d.dataset, root, "validation", d.on_bad, stats["validation"])
     test = load_split(d.dataset, root, spec.eval.split, d.on_bad, stats["test"])
+    trail = {s: [f"{len(x)} read" + (f" ({sum(stats[s].skipped.values())} rows skipped)" if stats[s].skipped else "")]
+             for s, x in (("train", train), ("validation", val), ("test", test))}
     if d.filter_percentiles:
         lo, hi = d.filter_percentiles
         before = len(train)
-        train = percentile_filter(train, lo, hi, tc)
+        train = percentile_filter(train, lo, hi, tc) if train else train
         log(f"length filter {lo}-{hi} percentiles kept {len(train)}/{before} training examples")
-    train = train[: d.max_train] if d.max_train else train
-    val = val[: d.max_valid] if d.max_valid else val
-    test = test[: d.max_test] if d.max_test else test
+        trail["train"].append(f"data.filter_percentiles = {list(d.filter_percentiles)} kept {len(train)}")
+    splits = {"train": train, "validation": val, "test": test}
+    for name, key in (("train", "max_train"), ("validation", "max_valid"), ("test", "max_test")):
+        limit = getattr(d, key)
+        if limit is not None:  # 0 means none (not "no limit"): it is reported below
+            splits[name] = splits[name][:limit]
+            trail[name].append(f"data.{key} = {limit} kept {len(splits[name])}")
+    _check_not_empty(spec, root, splits, trail)
+    train, val, test = splits["train"], splits["validation"], splits["test"]
     if vocab is None:
         vocab = Vocab.build((tokenize(x, tc)[: d.max_src_len] for e in train for x in (e.source, e.references[0])),
                             max_size=d.vocab_size, min_freq=d.min_freq)
@@ -62,6 +70,21 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
             "tgt_tokens_mean": float(np.mean([len(e.tgt) for e in enc["train"]])) if enc["train"] else 0.0,
             "oov_rate_test_src": _oov_rate(enc["test"])}
     return vocab, enc, info
+
+
+class EmptySelection(ValueError):
+    """The data settings leave a split without examples; raised before anything is trained or written."""
+
+
+def _check_not_empty(spec: RunSpec, root: Path, splits: dict, trail: dict) -> None:
+    empty = [s for s, x in splits.items() if not x]
+    if not empty:
+        return
+    split_file = {"train": "train", "validation": "validation", "test": f"eval.split = {spec.eval.split!r}"}
+    parts = [f"{s} ({split_file[s] if s == 'test' else s} split of {spec.data.dataset} in {root}: "
+             + ", ".join(trail[s]) + ")" for s in empty]
+    raise EmptySelection(f"run '{spec.name}': no {' and no '.join(empty)} examples left: {'; '.join(parts)}. "
+                         "Change the setting that removes them (or fix the split file); nothing was trained")
 
 
 def _oov_rate(data: list[Encoded]) -> float:
@@ -171,7 +194,6 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     if not main:
         log, progress = (lambda *a, **k: None), False
     ckpt = out / "checkpoints"
-    ckpt.mkdir(parents=True, exist_ok=True)
     for tmp in list(out.glob(".*.tmp")) + list(ckpt.glob(".*.tmp")) if main else []:  # left by a kill mid-write
         tmp.unlink(missing_ok=True)
     if spec.train.threads:
@@ -182,6 +204,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     init_vocab = Vocab.load(init_ckpt.parent / "vocab.json") if init_ckpt and (init_ckpt.parent / "vocab.json").is_file() \
         else None
     vocab, data, data_info = prepare_data(spec, data_dir, log, vocab=init_vocab)
+    ckpt.mkdir(parents=True, exist_ok=True)  # only now: bad data settings leave nothing under results/
     if main:
         vocab.save(ckpt / "vocab.json")
         atomic_write_json(ckpt / "spec.json", spec.to_dict())

@@ -20,7 +20,7 @@ from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL
 from seq2seq_zoo.train.objectives import token_losses
-from seq2seq_zoo.utils import cpu_has_fast_bf16, load_checkpoint
+from seq2seq_zoo.utils import Preempted, cpu_has_fast_bf16, load_checkpoint, load_weights
 
 
 class TrainingStopped(RuntimeError):
@@ -130,8 +130,8 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
 
     last = ckpt_dir / "last.pt"
     if resume and dist.agree(last.exists()):
-        ck = load_checkpoint(last)
-        model.load_state_dict(ck["model"])
+        ck = load_checkpoint(last, required=("model", "optimizer", "scaler", "loop", "rng"))
+        load_weights(model, ck["model"], last)
         optimizer.load_state_dict(ck["optimizer"])
         scaler.load_state_dict(ck["scaler"])
         st = LoopState(**ck["loop"])
@@ -151,12 +151,18 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                    "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
                    **(extra_state or {})}, path)  # DDP: rank 0 writes, with every rank's RNG state
 
-    interrupted = dist.interrupt_flag()  # {"flag": False}
+    interrupted = dist.interrupt_flag()  # {"flag": False}; "term": whether it was SIGTERM (on any rank)
 
-    def on_sigint(signum, frame):  # finish the current step, save, then stop
+    def on_signal(signum, frame):  # Ctrl-C or SIGTERM: finish the current update, save, then stop
+        if signum == signal.SIGTERM:
+            interrupted["term"] = True
         interrupted["flag"] = True
 
-    old_handler = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
+    def stop() -> KeyboardInterrupt:  # SIGTERM (a scheduler's pre-emption) exits 143, Ctrl-C 130
+        return Preempted() if interrupted.get("term") else KeyboardInterrupt()
+
+    old_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if _main_thread() else {}
     model.train()
     if cfg.init_from and cfg.val_metric != "loss" and st.step == 0 and not st.val_curve:
         # fine-tuning from a checkpoint: score the starting point too (the first row of the seed's
@@ -230,7 +236,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             st.train_seconds += time.perf_counter() - t0
             if interrupted["flag"] and st.batch < len(batches):
                 save(last)
-                raise KeyboardInterrupt
+                raise stop()
             # end of epoch
             row["train_loss"] = row["train_loss_sum"] / max(row["train_tokens"], 1)
             row["tokens_per_s"] = st.train_tokens / max(st.train_seconds, 1e-9)
@@ -248,10 +254,10 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 st.finished = True
             save(last)
             if interrupted["flag"]:  # even after the last update: the user asked to stop
-                raise KeyboardInterrupt
+                raise stop()
     finally:
-        if old_handler is not None:
-            signal.signal(signal.SIGINT, old_handler)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
     return st
 
 

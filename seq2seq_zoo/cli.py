@@ -419,9 +419,21 @@ def cmd_report(args) -> int:
     for d in dirs:
         if not any(d.glob("*/record.json")):
             raise UserError(f"{d}: no run records (*/record.json) there")
-        paths = build_report(d)
+    # a damaged run (or a whole experiment whose every record is damaged) is named and left out; the
+    # rest is reported; the exit status (2) then says that something was left out
+    from seq2seq_zoo.utils import DamagedFile
+    problems: list[str] = []
+    for d in dirs:
+        try:
+            paths = build_report(d, warn=problems.append)
+        except DamagedFile as e:
+            if str(e) not in problems:
+                problems.append(str(e))
+            continue
         print(f"{d}: wrote {', '.join(p.name for p in paths)}")
-    return 0
+    for msg in problems:
+        print(f"zoo report: error: {msg} (left out of the report)", file=sys.stderr)
+    return EXIT_USAGE if problems else 0
 
 
 # ---------------------------------------------------------------------------------------------- list

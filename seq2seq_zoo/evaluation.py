@@ -179,15 +179,16 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     from seq2seq_zoo.models.base import build_model, model_context
     from seq2seq_zoo.results import write_predictions, write_record
     from seq2seq_zoo.train.loop import autocast_dtype
-    from seq2seq_zoo.utils import hardware, load_checkpoint, pick_device
+    from seq2seq_zoo.utils import hardware, load_checkpoint, load_weights, pick_device
     run_dir = Path(run_dir)
     rec_path, ck = run_dir / "record.json", run_dir / "checkpoints"
     if not rec_path.is_file():
         raise FileNotFoundError(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
-    run_rec = json.loads(rec_path.read_text(encoding="utf-8"))
+    from seq2seq_zoo.config import read_spec
+    from seq2seq_zoo.results import read_record
+    run_rec = read_record(rec_path)  # a damaged record or spec raises DamagedFile naming it
     name_run = run_rec.get("run", run_dir.name)
-    spec = RunSpec.from_dict(json.loads((ck / "spec.json").read_text(encoding="utf-8"))) \
-        if (ck / "spec.json").is_file() else RunSpec.from_dict(run_rec["spec"])
+    spec = read_spec(ck / "spec.json") if (ck / "spec.json").is_file() else RunSpec.from_dict(run_rec["spec"])
     todo = []
     for order, (name, over) in enumerate(variants, order_base):
         if name == DEFAULT_DECODE_NAME:
@@ -201,7 +202,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
             continue
         old_path = run_dir / DECODES_DIR / name / "record.json"
         if old_path.is_file() and not force:
-            old = json.loads(old_path.read_text(encoding="utf-8"))
+            old = read_record(old_path)
             if _same(old, cfg, run_rec, spec):
                 log(f"[{name_run}] decode '{name}' already done ({old_path}); skipping")
                 continue
@@ -225,7 +226,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     dtype = autocast_dtype(spec.train.precision, dev)
     vocab = Vocab.load(ck / "vocab.json")
     model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
-    model.load_state_dict(load_checkpoint(ck / "best.pt")["model"])
+    load_weights(model, load_checkpoint(ck / "best.pt")["model"], ck / "best.pt")
     model.to(dev).eval()
     recorded = (run_rec.get("data") or {}).get("data_dir")
     if config_dir is None and recorded and (Path(recorded) / spec.data.dataset).is_dir():

@@ -233,7 +233,9 @@ def load_checkpoint(path, map_location="cpu", required: tuple[str, ...] = ("mode
     except UnsafeCheckpoint:
         raise
     except (RuntimeError, EOFError, OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            first = "the file is empty"
         raise UnsafeCheckpoint(f"{path}: not a readable checkpoint (truncated or damaged? {type(e).__name__}: "
                                f"{first}); delete it and "
                                "re-run (without --resume if it was last.pt)") from None

@@ -20,7 +20,7 @@ from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL
 from seq2seq_zoo.train.objectives import token_losses
-from seq2seq_zoo.utils import Preempted, cpu_has_fast_bf16, load_checkpoint, load_weights
+from seq2seq_zoo.utils import Preempted, UnsafeCheckpoint, cpu_has_fast_bf16, load_checkpoint, load_weights
 
 
 class TrainingStopped(RuntimeError):
@@ -132,11 +132,15 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     if resume and dist.agree(last.exists()):
         ck = load_checkpoint(last, required=("model", "optimizer", "scaler", "loop", "rng"))
         load_weights(model, ck["model"], last)
-        optimizer.load_state_dict(ck["optimizer"])
-        scaler.load_state_dict(ck["scaler"])
-        st = LoopState(**ck["loop"])
+        try:
+            optimizer.load_state_dict(ck["optimizer"])
+            scaler.load_state_dict(ck["scaler"])
+            st = LoopState(**ck["loop"])
+            torch.set_rng_state(ck["rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:  # a hand-edited or foreign last.pt
+            raise UnsafeCheckpoint(f"{last}: damaged training state ({type(e).__name__}: {str(e)[:200]}); delete it "
+                                   "and start the run again without --resume") from None
         st.resumes += 1
-        torch.set_rng_state(ck["rng"])
         if device.type == "cuda" and ck.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(ck["cuda_rng"])
         dist.load_rng(ck)

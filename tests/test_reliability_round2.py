@@ -183,9 +183,9 @@ def _ddp_term_worker(rank: int, world: int, init_file: str, tmp: str) -> None:
             CrossEntropy.__call__ = orig
             signal.signal(signal.SIGTERM, old)
         stopped_calls = calls["n"]
+        torch.distributed.barrier()  # rank 0 has written last.pt
         written = sorted(p.name for p in (Path(tmp) / "term").glob("*.pt"))
         loop = torch.load(Path(tmp) / "term" / "last.pt", weights_only=True)["loop"]
-        torch.distributed.barrier()
         model = tiny_transformer(len(vocab), layers=1, max_src_len=64, seed=5)
         fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "term", dist=DDPContext(rank, world), resume=True, **quiet)
         torch.save({"got": got, "calls": stopped_calls, "written": written, "loop_step": loop["step"],

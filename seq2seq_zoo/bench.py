@@ -38,7 +38,8 @@ from seq2seq_zoo.data.batching import Batch, Encoded, bucket_batches, collate
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import build_model, count_parameters
 from seq2seq_zoo.registry import MODELS, OBJECTIVES
-from seq2seq_zoo.train.loop import autocast, autocast_dtype, build_optimizer
+from seq2seq_zoo.precision import autocast, autocast_dtype
+from seq2seq_zoo.train.loop import build_optimizer
 
 RNN_MODELS = ("gru", "bahdanau", "bilstm", "pointer_generator")
 

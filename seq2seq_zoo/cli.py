@@ -13,11 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from seq2seq_zoo.errors import UserError
+
 EXIT_USAGE = 2
-
-
-class UserError(Exception):
-    """An error whose message is for the user as is."""
 
 
 def _kind(path, want: str, what: str) -> Path:
@@ -93,8 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--mirror", help="base URL of a mirror (also $ZOO_DATA_MIRROR)")
     d.add_argument("--force", action="store_true", help="re-download files whose checksum is wrong")
     d.add_argument("--debug", action="store_true")
-    d = dsub.add_parser("info", help="where a dataset is found and its split sizes")
-    d.add_argument("name")
+    d = dsub.add_parser("info", help="where a dataset is found, its split sizes and the fields used",
+                        description="Read every split of a dataset and show where it was found, the files, "
+                                    "the split sizes (and rows skipped), the fields used, and for inshorts the "
+                                    "split draw. NAME is a dataset name or an experiment file (then its first "
+                                    "run's dataset and data options are used).",
+                        epilog="Examples:\n  zoo data info cnn_dailymail --option cnn_only=true --option max_highlights=2\n"
+                               "  zoo data info inshorts\n  zoo data info experiments/cnn_pointer.toml --profile cpu\n"
+                               "  zoo data info jsonl --option train=a.jsonl --option validation=b.jsonl "
+                               "--option test=c.jsonl --option source=text --option target=summary",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("name", help="dataset name (zoo list datasets) or experiment file")
+    d.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a data.options entry (TOML value; a bare word is a string); repeatable")
+    d.add_argument("--profile", default="auto", help="with an experiment file: as for `zoo run`")
     d.add_argument("--data-dir")
     d.add_argument("--debug", action="store_true")
 
@@ -210,21 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"\n{what}", file=sys.stderr)
         return code
-    except Exception as e:  # noqa: BLE001 - turned into one clear message
-        from seq2seq_zoo.config import ConfigError
-        from seq2seq_zoo.data.corpora import DataError
-        from seq2seq_zoo.registry import UnknownName
-        from seq2seq_zoo.train.loop import TrainingStopped
-        from seq2seq_zoo.utils import DamagedFile, UnsafeCheckpoint, WriteFailed
-        from seq2seq_zoo.runner import EmptySelection, InitError
-        user = (UserError, ConfigError, DataError, UnknownName, TrainingStopped, FileNotFoundError, UnsafeCheckpoint,
-                InitError, DamagedFile, WriteFailed, IsADirectoryError, NotADirectoryError, EmptySelection)
-        try:
-            from seq2seq_zoo.data.download import DownloadError
-            user = user + (DownloadError,)
-        except ImportError:
-            pass
-        if getattr(args, "debug", False) or not isinstance(e, user):
+    except (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # one clear message
+        if getattr(args, "debug", False):
             raise
         print(f"zoo {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -271,6 +268,11 @@ def cmd_run(args) -> int:
         for s in exp.runs:
             s.train.device = args.device
     exp_dir = Path(args.results) / exp.name
+    new_exp_dir = not exp_dir.exists()  # then a failure before any run wrote something leaves nothing behind
+    if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
+        from seq2seq_zoo.report.significance import write_declared
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        write_declared(exp_dir, load_experiment(args.experiment, profile=profile) if args.only else exp)
     locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
     finished = False  # a clean finish: DDP ranks leave the process group together
     try:
@@ -306,6 +308,9 @@ def cmd_run(args) -> int:
             return 0
         _decode_sweep(exp, exp_dir, args)
         paths = build_report(exp_dir)
+        from seq2seq_zoo.report.significance import write_findings_index
+        index = write_findings_index(Path(args.results))
+        paths += [index] if index else []
         print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
         finished = True
     finally:
@@ -316,6 +321,13 @@ def cmd_run(args) -> int:
                     d.rmdir()
                 except OSError:
                     break
+        if new_exp_dir and exp_dir.is_dir() and not any(p.is_dir() for p in exp_dir.iterdir()):
+            from seq2seq_zoo.report.significance import EXPERIMENT_FILE
+            (exp_dir / EXPERIMENT_FILE).unlink(missing_ok=True)  # e.g. bad data settings: nothing was run
+            try:
+                exp_dir.rmdir()
+            except OSError:
+                pass
         distributed.shutdown(wait=finished)
     return 0
 
@@ -431,6 +443,10 @@ def cmd_report(args) -> int:
                 problems.append(str(e))
             continue
         print(f"{d}: wrote {', '.join(p.name for p in paths)}")
+    from seq2seq_zoo.report.significance import write_findings_index
+    index = write_findings_index(root)
+    if index:
+        print(f"wrote {index}")
     for msg in problems:
         print(f"zoo report: error: {msg} (left out of the report)", file=sys.stderr)
     return EXIT_USAGE if problems else 0
@@ -460,17 +476,58 @@ def cmd_data(args) -> int:
         print(f"{args.name}: {len(paths)} file(s) in {Path(target) / args.name}")
         return 0
     if args.data_cmd == "info":
-        from seq2seq_zoo.data.corpora import ReadStats, load_split, resolve_data_dir
-        if args.data_dir:
-            _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
-        root = resolve_data_dir(args.name, args.data_dir)
-        print(f"{args.name}: found in {root / args.name}")
-        for split in ("train", "validation", "test"):
-            st = ReadStats()
-            ex = load_split(args.name, root, split, stats=st)
-            print(f"  {split:<10} {len(ex):>7} examples" + (f"  skipped {st.skipped}" if st.skipped else ""))
-        return 0
+        return _data_info(args)
     raise UserError("usage: zoo data download NAME | zoo data info NAME")
+
+
+def _data_info(args) -> int:
+    """zoo data info NAME|EXPERIMENT: where the data was found, files, split sizes, fields, split draw."""
+    import tomllib
+
+    from seq2seq_zoo.data.corpora import (ReadStats, check_options, describe_source, load_split, reader_options,
+                                          resolve_data_dir, uses_data_dir)
+    from seq2seq_zoo.registry import DATASETS
+    name, options, on_bad, config_dir = args.name, {}, "skip_empty", None
+    if args.data_dir:
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+    if name.endswith(".toml"):
+        from seq2seq_zoo.config import load_experiment
+        args.experiment = name
+        spec = load_experiment(name, profile=_profile(args)).runs[0]
+        name, options, on_bad, config_dir = spec.data.dataset, dict(spec.data.options), spec.data.on_bad, spec.data_dir
+    DATASETS.get(name)  # unknown name: did-you-mean
+    for item in args.option:
+        if "=" not in item:
+            raise UserError(f"--option {item!r}: expected KEY=VALUE, e.g. --option cnn_only=true")
+        k, v = (x.strip() for x in item.split("=", 1))
+        try:
+            options[k] = tomllib.loads(f"v = {v}")["v"]
+        except tomllib.TOMLDecodeError:
+            options[k] = v
+    bad = check_options(name, options)
+    if bad:
+        raise UserError(f"data option '{bad[0]}': {bad[1]} (options of '{name}': "
+                        f"{', '.join(reader_options(name)) or 'none'}; give them with --option KEY=VALUE or name "
+                        "an experiment file)")
+    root = resolve_data_dir(name, args.data_dir, config_dir, options)
+    where = describe_source(name, root, options) if uses_data_dir(name, options) else "the files named in its options"
+    print(f"{name}: found in {where}" + (f"  (options: {options})" if options else ""))
+    notes = {}
+    for split in ("train", "validation", "test"):
+        st = ReadStats()
+        ex = load_split(name, root, split, on_bad, stats=st, options=options)
+        print(f"  {split:<10} {len(ex):>7} examples" + (f"  skipped {st.skipped}" if st.skipped else ""))
+        for f in st.notes.get("files", []):
+            print(f"             from {f}")
+        notes = st.notes
+    for key in ("fields", "filter", "encoding"):
+        if key in notes:
+            val = notes[key]
+            print(f"  {key}: " + ("; ".join(f"{k} = {v}" for k, v in val.items()) if isinstance(val, dict) else str(val)))
+    if "split" in notes:
+        sp = notes["split"]
+        print(f"  split draw: {sp['draw']}; seed {sp['seed']}, fractions {sp['fractions']} of {sp['rows_in_file']} rows")
+    return 0
 
 
 # ----------------------------------------------------------------------------------------- summarize

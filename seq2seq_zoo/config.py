@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, UnknownName,
                                   did_you_mean, model_options)
-
-
-class ConfigError(ValueError):
-    """A bad experiment file. The message is meant for the user as is."""
 
 
 @dataclass
@@ -45,6 +42,7 @@ class DataConfig:
     max_valid: int | None = None
     max_test: int | None = None
     on_bad: str = "skip_empty"                    # error | skip_empty | skip
+    options: dict = field(default_factory=dict)   # the dataset reader's options (zoo list datasets; README Data)
 
 
 @dataclass
@@ -78,6 +76,7 @@ class TrainConfig:
     rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
     rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
     rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
+    rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
 
@@ -92,6 +91,7 @@ class DecodeConfig:
     max_len: int = 60
     no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
     repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    repetition_penalty_style: str = "keskar"      # keskar: on the logits, then softmax (HF) | logprob: lp * theta
     coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
 
@@ -174,6 +174,7 @@ class Experiment:
     profile: str | None = None
     raw: dict = field(default_factory=dict)
     decodes: list[DecodeVariant] = field(default_factory=list)   # [[decode]] entries (the sweep)
+    findings: list = field(default_factory=list)                 # [[findings]] entries (findings.Finding)
 
 
 @dataclass
@@ -294,15 +295,20 @@ _RANGES = {
     "eps": (lambda v: v > 0, "must be > 0"),
     "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
     "attn_dropout": (lambda v: v is None or 0 <= v < 1, "must be in [0, 1)"),
+    "pe_init_std": (lambda v: v > 0, "must be > 0"),
+    "pe_tmax": (lambda v: v is None or v >= 2, "must be >= 2"),
 }
 _CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
     "length_penalty_style": ("gnmt", "hf", "none"),
+    "repetition_penalty_style": ("keskar", "logprob"),
+    "rl_logp": ("sum", "mean"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
+    "pe_tmax_rule": ("shared", "per_side"),
     "activation": ("relu", "gelu"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }
@@ -360,6 +366,17 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _trainable(ctx, i: int, model) -> bool:
+    """False for a registered model that declares it has nothing to train (``trainable = False``)."""
+    if not isinstance(model, str) or model not in MODELS:
+        return True  # an unknown or missing name is reported with the run's other checks
+    return bool(getattr(MODELS.get(model), "trainable", True))
+
+
+def is_trainable(model: str) -> bool:
+    return _trainable(None, 0, model)
+
+
 def _check_name(ctx, key, registry, value):
     if not isinstance(value, str):
         raise ctx.fail(key, f"expected a name (string), got {value!r}")
@@ -393,11 +410,11 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{label}.{k}", v)
     built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
-    if built["decode"].max_len > built["data"].max_tgt_len:
-        raise ctx.fail(f"{label}.decode.max_len", f"{built['decode'].max_len} exceeds data.max_tgt_len "
-                       f"({built['data'].max_tgt_len}), the longest target the model is trained and built for; "
-                       "lower decode.max_len or raise data.max_tgt_len")
+    too_long = decode_too_long(built["decode"], built["data"])
+    if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
+        raise ctx.fail(f"{label}.decode.max_len", too_long)
     _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
+    _check_data_options(ctx, f"{label}.data.options", built["data"])
     _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
     _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
     for m in built["eval"].metrics:
@@ -405,6 +422,19 @@ def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir
     _try_build(ctx, label, model, run, built["data"])
     return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
                    profile=profile, data_dir=data_dir, description=desc, **built)
+
+
+def _check_data_options(ctx, label: str, data: DataConfig) -> None:
+    """``data.options``: the reader's keyword arguments, checked by name (did-you-mean), by type against
+    the reader's hints, then by the reader's own rules (files that exist, fractions that sum to 1)."""
+    from seq2seq_zoo.data.corpora import check_options, reader_options
+    known = reader_options(data.dataset)
+    for k, v in data.options.items():
+        if k in known and not _type_ok(v, known[k][1]):
+            raise ctx.fail(f"{label}.{k}", f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
+    bad = check_options(data.dataset, data.options)
+    if bad:
+        raise ctx.fail(f"{label}.{bad[0]}", bad[1])
 
 
 def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:
@@ -424,7 +454,7 @@ def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> 
 
 
 EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir"}
-TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid"}
+TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "findings"}
 
 
 def load_experiment(path: str | Path, profile: str | None = None, only: list[str] | None = None) -> Experiment:
@@ -490,6 +520,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else [{}]
     specs: list[RunSpec] = []
     seen: set[str] = set()
+    groups: list[str] = []   # run names before the -seedN suffix (what [[findings]] claims name)
     for i, run in enumerate(runs):
         if not isinstance(run, dict):
             raise ctx.fail("runs", "must be an array of tables ([[runs]])")
@@ -498,6 +529,19 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if not isinstance(run["name"], str) or not re.fullmatch(r"[\w.-]+", run["name"]):
             raise ctx.fail(f"runs[{i}].name", f"{run['name']!r} must be a plain name (letters, digits, _ . -)")
         run = _with_run_profile(ctx, i, run, profiles, profile)
+        if not _trainable(ctx, i, run.get("model", defaults.get("model"))):
+            # a baseline with nothing to train (lead, longest, oracle): the file's data and evaluation
+            # settings, none of its model, training or decoding settings, no grid, one seed (it is
+            # deterministic)
+            if run["name"] in seen:
+                raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{run['name']}'; run names must be unique")
+            seen.add(run["name"])
+            merged = _merge({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
+            merged.setdefault("description", exp.get("description", ""))
+            specs.append(_spec_from(ctx, name, merged, run.get("seed", seeds[0]), profile, exp.get("data_dir"),
+                                    f"runs[{i}]"))
+            groups.append(run["name"])
+            continue
         for combo in combos:
             merged = _merge(defaults, run)
             merged = _merge(merged, _unflatten(combo))
@@ -505,13 +549,16 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             if rname in seen:
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{rname}'; run names must be unique")
             seen.add(rname)
+            groups.append(rname)
             run_seeds = [run["seed"]] if "seed" in run else seeds
             for seed in run_seeds:
                 full = rname if len(run_seeds) == 1 else f"{rname}-seed{seed}"
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
-    decodes = _decode_variants(ctx, raw.get("decode", []), specs)
+    decodes = _decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)])
+    from seq2seq_zoo.findings import parse_findings
+    findings = parse_findings(raw.get("findings", []), groups, [d.name for d in decodes], ctx.fail)
     if only:
         names = [s.name for s in specs]
         for o in only:
@@ -519,10 +566,21 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 raise ConfigError(f"{path}: no run named '{o}'.{did_you_mean(o, names)} Runs: {', '.join(names)}")
         specs = [s for s in specs if s.name in only]
     return Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
-                      description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes)
+                      description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
+                      findings=findings)
 
 
 DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables
+
+
+def decode_too_long(decode: DecodeConfig, data: DataConfig) -> str | None:
+    """The one check that a decoding fits the model: ``decode.max_len`` may not exceed
+    ``data.max_tgt_len``, the longest target the model is built for (e.g. its positional table).
+    Returns the problem as text, or None; callers add where it was found."""
+    if decode.max_len > data.max_tgt_len:
+        return (f"decode.max_len {decode.max_len} exceeds data.max_tgt_len ({data.max_tgt_len}), the longest "
+                "target the model is trained and built for; lower decode.max_len or raise data.max_tgt_len")
+    return None
 
 
 def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
@@ -547,11 +605,10 @@ def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[Dec
                            f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
         _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
         for spec in specs:
-            cfg = dataclasses.replace(spec.decode, **over)
-            if cfg.max_len > spec.data.max_tgt_len:
+            too_long = decode_too_long(dataclasses.replace(spec.decode, **over), spec.data)
+            if too_long:
                 raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
-                               f"decode '{name}': max_len {cfg.max_len} exceeds data.max_tgt_len "
-                               f"({spec.data.max_tgt_len}) of run '{spec.name}'")
+                               f"decode '{name}' of run '{spec.name}': {too_long}")
         out.append(DecodeVariant(name, over))
     return out
 

@@ -6,11 +6,17 @@ Length penalty (applied to the summed log-probability when ranking):
   gnmt: score / ((5 + len) / 6) ** alpha     (Wu et al. 2016)
   hf:   score / len ** alpha                 (Hugging Face ``length_penalty``)
   none: score
-Repetition penalty (Keskar et al. 2019, on log-probs): the log-prob of a token already generated in
-the hypothesis is multiplied by ``repetition_penalty`` (> 1 lowers it, since log-probs are negative).
+Repetition penalty theta (``repetition_penalty_style``):
+  keskar (default; Keskar et al. 2019 as Hugging Face's ``repetition_penalty`` applies it): the logit of
+         a token already generated in the hypothesis is divided by theta if positive and multiplied by
+         theta if negative, then the softmax is taken again. Models leave their raw step logits in the
+         state (``state["logits"]``); a copy model's mixture has none, and its log-probs stand in for
+         them (all negative: p -> p^theta, renormalised).
+  logprob: the log-prob of a generated token is multiplied by theta (p -> p^theta, not renormalised;
+         the rule of the records made before issue 19).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
-Coverage penalty (Wu et al. 2016, beam search only, for models whose decoder state carries the summed
-attention ``cov`` and the source ``mask``: the attention RNNs and the pointer-generator):
+Coverage penalty (Wu et al. 2016, beam search only, for models whose ``attention_coverage`` hook returns
+the summed attention and the source mask of a decoder state: the attention RNNs and the pointer-generator):
   cp = beta * sum_j log(min(cov_j, 1))   over real source positions (cov_j clamped at 1e-6 so cp is
   finite), added to the length-normalised score; a finished hypothesis keeps the cp it finished with.
 """
@@ -55,53 +61,108 @@ def block_ngrams(lp: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor
     return lp
 
 
-def penalise_repeats(lp: torch.Tensor, tokens: torch.Tensor, penalty: float) -> torch.Tensor:
+def penalise_repeats(lp: torch.Tensor | None, tokens: torch.Tensor, penalty: float, style: str = "keskar",
+                     logits: torch.Tensor | None = None) -> torch.Tensor:
+    """The repetition penalty on one step's log-probs ``lp`` (N, V) given the tokens (N, t) generated so
+    far; ``logits``: the model's raw logits of the step (same width), used by ``keskar`` when given."""
+    if logits is not None and (lp is None or logits.shape == lp.shape):
+        z = logits.float()
+    else:
+        z, logits = lp, None
     if penalty == 1.0 or tokens.size(1) == 0:
-        return lp
-    seen = torch.zeros_like(lp, dtype=torch.bool).scatter_(1, tokens, True)
+        return lp if lp is not None else torch.log_softmax(z, -1)
+    seen = torch.zeros_like(z, dtype=torch.bool).scatter_(1, tokens, True)
     seen[:, PAD_ID] = False
-    return torch.where(seen, lp * penalty if penalty > 0 else lp, lp)
+    if style == "logprob":
+        return torch.where(seen, lp * penalty, lp)
+    if style != "keskar":
+        raise ValueError(f"unknown repetition_penalty_style {style!r}")
+    return torch.log_softmax(torch.where(seen, torch.where(z > 0, z / penalty, z * penalty), z), -1)
 
 
-def coverage_penalty(state, beta: float) -> torch.Tensor | None:
-    """beta * sum_j log(min(cov_j, 1)) per hypothesis, or None if the model keeps no coverage."""
-    if not beta or not isinstance(state, dict) or "cov" not in state or "mask" not in state:
+def coverage_penalty(coverage: tuple[torch.Tensor, torch.Tensor] | None, beta: float) -> torch.Tensor | None:
+    """beta * sum_j log(min(cov_j, 1)) per hypothesis over real source positions; ``coverage`` is
+    (cov, mask) from the model's ``attention_coverage`` hook. None if beta is 0 or the model keeps none."""
+    if not beta or coverage is None:
         return None
-    cov = state["cov"].float().clamp(min=1e-6, max=1.0).log()
-    return beta * cov.masked_fill(~state["mask"], 0.0).sum(-1)
+    cov, mask = coverage
+    return beta * cov.float().clamp(min=1e-6, max=1.0).log().masked_fill(~mask, 0.0).sum(-1)
 
 
-def _adjust(lp, tokens, step, cfg: DecodeConfig):
+def _adjust(lp, tokens, step, cfg: DecodeConfig, logits=None):
+    lp = penalise_repeats(lp, tokens, cfg.repetition_penalty, getattr(cfg, "repetition_penalty_style", "keskar"),
+                          logits)
     if step < cfg.min_len:
         lp[:, EOS_ID] = NEG
-    lp = penalise_repeats(lp, tokens, cfg.repetition_penalty)
     return block_ngrams(lp, tokens, cfg.no_repeat_ngram)
 
 
-@torch.no_grad()
-def greedy(model, batch, cfg: DecodeConfig) -> list[list[int]]:
+def _step(model, state, prev):
+    """One decoding step: fp32 log-probs, the new state, and the raw logits the model left in it (taken
+    out, so ``reorder`` never moves them)."""
+    lp, state = model.decode_step(state, prev)
+    logits = state.pop("logits", None) if isinstance(state, dict) else None
+    return lp.float(), state, logits
+
+
+def rollout(model, batch, max_len: int, sample: bool = False, generator: torch.Generator | None = None,
+            cfg: DecodeConfig | None = None):
+    """One hypothesis per example, step by step through ``encode`` / ``decode_step``: the argmax
+    (greedy) or a multinomial sample (temperature 1, over every token but <pad> and <bos>, which are
+    never valid outputs) at each step. ``cfg``: apply its ``min_len``, repetition penalty and n-gram
+    blocking before choosing (greedy decoding for evaluation).
+
+    Returns ids (B, T) with PAD after each sequence's EOS (EOS kept) and, when sampling, log p(y_t)
+    (B, T) of the sampled tokens under the distribution sampled from (renormalised without <pad>/<bos>;
+    0 after EOS), with gradient. The greedy decoder of ``generate`` and the self-critical objective's
+    greedy baseline and samples all come from here."""
     state = model.encode(batch)
     B = batch.src.size(0)
     device = batch.src.device
     prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
-    tokens = torch.empty((B, 0), dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    for step in range(cfg.max_len):
-        lp, state = model.decode_step(state, prev)
-        lp = _adjust(lp.float(), tokens, step, cfg)
-        nxt = lp.argmax(-1).masked_fill(done, EOS_ID)
-        tokens = torch.cat([tokens, nxt[:, None]], 1)
-        done |= nxt == EOS_ID
-        prev = nxt
+    never = torch.tensor([PAD_ID, BOS_ID], device=device)
+    ids, lps = [], []
+    for step in range(max_len):
+        lp, state, logits = _step(model, state, prev)
+        if sample:
+            lp = lp.index_fill(1, never, NEG).log_softmax(-1)
+            tok = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
+            lps.append(lp.gather(1, tok[:, None]).squeeze(1).masked_fill(done, 0.0))
+        else:
+            if cfg is not None:
+                history = torch.stack(ids, 1) if ids else torch.empty((B, 0), dtype=torch.long, device=device)
+                lp = _adjust(lp, history, step, cfg, logits)
+            tok = lp.argmax(-1)
+        tok = tok.masked_fill(done, PAD_ID)           # nothing after EOS counts
+        ids.append(tok)
+        done = done | (tok == EOS_ID)
+        prev = tok.masked_fill(tok == PAD_ID, EOS_ID)
         if bool(done.all()):
             break
-    return [_strip(row) for row in tokens.tolist()]
+    ids = torch.stack(ids, 1) if ids else torch.empty((B, 0), dtype=torch.long, device=device)
+    return ids, (torch.stack(lps, 1) if sample else None)
+
+
+@torch.no_grad()
+def greedy(model, batch, cfg: DecodeConfig) -> list[list[int]]:
+    ids, _ = rollout(model, batch, cfg.max_len, cfg=cfg)
+    return [_strip(row) for row in ids.tolist()]
 
 
 @torch.no_grad()
 def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
+    """Batched beam search with a separate list of finished hypotheses per example (as Hugging Face,
+    fairseq and OpenNMT keep them): each step ranks the 2K best continuations of the K live hypotheses;
+    those ending in EOS among the first K join the example's finished list (its K best are kept), the
+    first K that do not end become the live beams. An example is done (Hugging Face's default
+    ``early_stopping=False`` rule) when its list holds K hypotheses and none of the live ones ranks above
+    the worst of them at its current length; at ``max_len`` the live hypotheses of unfinished examples
+    join the list. The best of the list is returned, so the result is never worse than any hypothesis
+    that finished."""
     K = cfg.beam_size
     B = batch.src.size(0)
+    T = cfg.max_len
     device = batch.src.device
     state = model.encode(batch)
     flat = torch.arange(B, device=device).repeat_interleave(K)
@@ -110,55 +171,66 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
     scores[:, 0] = 0.0                                   # all beams start as the same empty hypothesis
     scores = scores.view(-1)
     tokens = torch.empty((B * K, 0), dtype=torch.long, device=device)
-    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
-    lengths = torch.zeros(B * K, dtype=torch.long, device=device)
     prev = torch.full((B * K,), BOS_ID, dtype=torch.long, device=device)
-    base = (torch.arange(B, device=device) * K).repeat_interleave(K)
-    cpen = torch.zeros(B * K, device=device)            # coverage penalty of each hypothesis
-    use_cov = False
-    eos_only = torch.full((1, K), NEG, device=device)   # a finished row's candidates: EOS at 0, nothing else
-    eos_only[0, 0] = 0.0
-    scale_len = cfg.length_penalty_style != "none" and cfg.length_penalty != 0  # else the penalty is 1
-    for step in range(cfg.max_len):
-        lp, state = model.decode_step(state, prev)
-        cp = coverage_penalty(state, getattr(cfg, "coverage_penalty", 0.0))
-        if cp is not None:
-            cpen = torch.where(finished, cpen, cp)
-            use_cov = True
-        lp = _adjust(lp.float(), tokens, step, cfg)
+    row0 = (torch.arange(B, device=device) * K)[:, None]             # flat index of each example's beam 0
+    beta = getattr(cfg, "coverage_penalty", 0.0)
+    # finished hypotheses, per example, sorted by rank (best first); tokens without EOS, PAD-filled
+    fin_rank = torch.full((B, K), NEG, device=device)
+    fin_score = torch.full((B, K), NEG, device=device)
+    fin_tok = torch.full((B, K, T), PAD_ID, dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    live_rank = scores.view(B, K)
+    first_k = torch.arange(2 * K, device=device) < K
+
+    def add_finished(rank, score, toks):
+        """Merge candidates (B, n) with their tokens (B, n, t) into the finished lists (rank -inf = skip)."""
+        nonlocal fin_rank, fin_score, fin_tok
+        toks = torch.nn.functional.pad(toks, (0, T - toks.size(-1)), value=PAD_ID)
+        all_rank = torch.cat([fin_rank, rank], 1)
+        fin_rank, keep = all_rank.topk(K, dim=-1)
+        fin_score = torch.cat([fin_score, score], 1).gather(1, keep)
+        fin_tok = torch.cat([fin_tok, toks], 1).gather(1, keep[..., None].expand(-1, -1, T))
+
+    for step in range(T):
+        lp, state, logits = _step(model, state, prev)
+        cp = coverage_penalty(model.attention_coverage(state), beta) if beta else None
+        lp = _adjust(lp, tokens, step, cfg, logits)
         # Within one hypothesis' row the ranking score is lp plus constants (its score, length penalty and
-        # coverage penalty), so the best K continuations overall are among each row's best K: select per
-        # row first, then rank the (B, K*K) candidates; nothing of size V is written after log_softmax.
-        k = min(K, lp.size(-1))
+        # coverage penalty), so the best 2K continuations overall are among each row's best 2K: select per
+        # row first, then rank the (B, K*2K) candidates; nothing of size V is written after log_softmax.
+        k = min(2 * K, lp.size(-1))
         row_lp, row_tok = lp.topk(k, dim=-1)                              # (B*K, k)
-        # a finished hypothesis only extends with EOS at no cost: its score is frozen
-        row_lp = torch.where(finished[:, None], eos_only[:, :k], row_lp)
-        row_tok = row_tok.masked_fill(finished[:, None], EOS_ID)
         cand = scores[:, None] + row_lp                                     # (B*K, k)
-        cand_len = torch.where(finished, lengths, torch.full_like(lengths, step + 1))
-        rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None] if scale_len else cand
-        if use_cov:
-            rank = rank + cpen[:, None]
-        top_rank, top_idx = rank.view(B, K * k).topk(K, dim=-1)
-        origin = (top_idx // k).view(-1) + base                            # flat index of the parent beam
-        tok = row_tok.view(B, K * k).gather(1, top_idx).view(-1)
-        scores = cand.view(B, K * k).gather(1, top_idx).view(-1)
-        tokens = torch.cat([tokens[origin], tok[:, None]], 1)
-        was_finished = finished[origin]
-        lengths = torch.where(was_finished, lengths[origin], torch.full_like(lengths, step + 1))
-        finished = was_finished | (tok == EOS_ID)
-        cpen = cpen[origin]
-        state = model.reorder(state, origin)
-        prev = tok
-        if bool(finished.all()):
+        # every candidate has length step + 1 (EOS counted), so one length penalty for the step
+        rank = cand / length_penalty(torch.tensor(step + 1), cfg.length_penalty, cfg.length_penalty_style)
+        if cp is not None:
+            rank = rank + cp[:, None]
+        n = min(2 * K, K * k)
+        top_rank, top_idx = rank.view(B, K * k).topk(n, dim=-1)            # (B, n), best first
+        tok = row_tok.view(B, K * k).gather(1, top_idx)
+        top_score = cand.view(B, K * k).gather(1, top_idx)
+        origin = top_idx // k + row0                                        # flat index of the parent
+        is_eos = tok == EOS_ID
+        new_fin = is_eos & first_k[:n] & torch.isfinite(top_rank) & ~done[:, None]
+        if bool(new_fin.any()):
+            add_finished(top_rank.masked_fill(~new_fin, NEG), top_score, tokens[origin])
+        # the live beams: the first K candidates that do not end (at most K of the 2K end: one per row)
+        keep = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :K]
+        live_rank = top_rank.gather(1, keep)
+        scores = top_score.gather(1, keep).view(-1)
+        parent = origin.gather(1, keep).view(-1)
+        prev = tok.gather(1, keep).view(-1)
+        tokens = torch.cat([tokens[parent], prev[:, None]], 1)
+        state = model.reorder(state, parent)
+        full = torch.isfinite(fin_rank[:, -1])
+        done |= ~torch.isfinite(live_rank[:, 0]) | (full & (fin_rank[:, -1] >= live_rank[:, 0]))
+        if bool(done.all()):
             break
-    final = scores / length_penalty(torch.where(finished, lengths, torch.full_like(lengths, tokens.size(1))),
-                                    cfg.length_penalty, cfg.length_penalty_style) + cpen
-    final = final.masked_fill(~torch.isfinite(scores), NEG).view(B, K)
-    best = final.argmax(-1) + torch.arange(B, device=device) * K
-    out = [_strip(tokens[i].tolist()) for i in best.tolist()]
+    if not bool(done.all()):   # max_len reached: unfinished examples' live hypotheses compete as they are
+        add_finished(live_rank.masked_fill(done[:, None], NEG), scores.view(B, K), tokens.view(B, K, -1))
+    out = [_strip(row) for row in fin_tok[:, 0].tolist()]
     if return_scores:
-        return out, scores[best].tolist()
+        return out, fin_score[:, 0].tolist()
     return out
 
 

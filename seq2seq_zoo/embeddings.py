@@ -19,10 +19,7 @@ import numpy as np
 import torch
 
 from seq2seq_zoo.data.vocab import SPECIALS, Vocab
-
-
-class EmbeddingError(ValueError):
-    """Bad embeddings setting or file; the message names it and what to do."""
+from seq2seq_zoo.errors import EmbeddingError
 
 
 def cache_dir() -> Path:

@@ -1,5 +1,7 @@
-"""Evaluation beyond a run's test scores, shared by ``zoo run`` and ``zoo eval --decode``:
+"""Decoding and scoring a split, shared by ``zoo run`` and ``zoo eval --decode``:
 
+- ``decode_and_score``: the one path from a model and a split to predictions and the record's scores
+  block (decoding settings, metric scores and settings, copy statistics, timings);
 - the seeded training sample (``eval.train_sample = 0.05``: the seeds' 1/20 of the training split, drawn
   with the run seed, so the same seed gives the same sample), decoded and scored like the test split;
 - fixed qualitative examples (``eval.examples`` ids, else ``eval.examples_per_split`` per split picked
@@ -21,14 +23,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import copy
+import re
+
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
-from seq2seq_zoo.config import DEFAULT_DECODE_NAME, ConfigError, DecodeConfig, RunSpec
-from seq2seq_zoo.data.batching import Encoded
-from seq2seq_zoo.data.corpora import DataError
+from seq2seq_zoo.config import (DEFAULT_DECODE_NAME, DecodeConfig, RunSpec, decode_too_long,
+                                parse_decode_overrides)
+from seq2seq_zoo.data.batching import Encoded, bucket_batches, encode_examples, iterate
+from seq2seq_zoo.data.corpora import ReadStats, resolve_data_dir
+from seq2seq_zoo.data.splits import select_splits, text_config
+from seq2seq_zoo.data.text import detokenize
+from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
+from seq2seq_zoo.decode import generate
+from seq2seq_zoo.errors import ConfigError, DataError, MissingFile
+from seq2seq_zoo.inference import load_trained_run, run_spec
+from seq2seq_zoo.metrics import evaluate
+from seq2seq_zoo.models.layers import packed_linear_weights
+from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
 from seq2seq_zoo.report.extras import describe
+from seq2seq_zoo.results import write_predictions, write_record, write_scores
+from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, hardware, pick_device
 
 TRAIN_SAMPLE_FILE = "predictions_train_sample.jsonl"
 EXAMPLES_FILE = "examples.json"
@@ -72,26 +90,91 @@ def pick_examples(spec: RunSpec, train_ids: list[str], eval_ids: list[str]) -> l
     return out
 
 
-# ------------------------------------------------------------------------------------------- scoring
-def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device) -> tuple[dict, dict]:
-    from seq2seq_zoo.metrics import evaluate
-    return evaluate(preds, refs, spec.eval.metrics, stemmer=spec.eval.rouge_stemmer,
+# ------------------------------------------------------------------------------- decoding and scoring
+def decode_split(model, data: list[Encoded], vocab, cfg: DecodeConfig, device, dtype, progress=False,
+                 return_ids: bool = False):
+    """Decoded text of every example (in ``data`` order); with ``return_ids`` also the token ids
+    (extended ids for copied words; None for a model that writes its summaries without the decoder)."""
+    texts = model.extract(data)  # extractive baselines select source text instead of decoding
+    if texts is not None:
+        return (texts, [None] * len(texts)) if return_ids else texts
+    preds: dict[int, str] = {}
+    pred_ids: dict[int, list[int]] = {}
+    batches = bucket_batches(data, cfg.batch_size, shuffle=False)
+    rows = cfg.batch_size * (1 if cfg.method == "greedy" else cfg.beam_size)
+    # weights packed once for the whole split (``generate`` then finds them packed and keeps them)
+    with torch.no_grad(), autocast(device, dtype), packed_linear_weights(model, rows):
+        for _, batch in tqdm(iterate(data, batches), total=len(batches), desc="decoding",
+                             disable=None if progress else True, leave=False):
+            batch.to(device)
+            ids = generate(model, batch, cfg)
+            for ex_id, oovs, seq in zip(batch.ids, batch.oovs, ids):
+                preds[ex_id] = detokenize(vocab.decode(seq, oovs))
+                pred_ids[ex_id] = seq
+    if return_ids:
+        return [preds[e.id] for e in data], [pred_ids[e.id] for e in data]
+    return [preds[e.id] for e in data]
+
+
+def teacher_forced_on(data: list[Encoded], pred_ids: list[list[int]], vocab_size: int) -> list[Encoded]:
+    """Copies of ``data`` whose targets are the model's own predictions (extended ids kept in
+    ``tgt_ext``, mapped to <unk> in ``tgt``): a forward pass then replays what the decoder saw."""
+    items = []
+    for e, ids in zip(data, pred_ids):
+        x = copy.copy(e)
+        x.tgt_ext = np.asarray(ids or [EOS_ID], dtype=np.int64)
+        x.tgt = np.where(x.tgt_ext >= vocab_size, UNK_ID, x.tgt_ext)
+        items.append(x)
+    return items
+
+
+@torch.no_grad()
+def copy_stats(model, data: list[Encoded], pred_ids: list[list[int]], vocab_size: int, device, dtype,
+               batch_size: int = 32) -> dict | None:
+    """For copy models: mean p_gen over the generated words of the split (teacher-forcing the model on
+    its own outputs reproduces the decoder's p_gen at each step), and the share of generated words
+    that are copied OOV words (extended ids). None for models without p_gen."""
+    model.eval()
+    if any(ids is None for ids in pred_ids):  # not decoded token by token (an extractive baseline)
+        return None
+    items = teacher_forced_on(data, pred_ids, vocab_size)
+    total, n, copied = 0.0, 0, 0
+    for _, batch in iterate(items, bucket_batches(items, batch_size, shuffle=False)):
+        batch.to(device)
+        with torch.no_grad(), autocast(device, dtype):
+            out = model(batch)
+        if "p_gen" not in out.extras:
+            return None
+        words = (batch.tgt_out != PAD_ID) & (batch.tgt_out != EOS_ID)
+        total += float(out.extras["p_gen"].float()[words].sum())
+        n += int(words.sum())
+        copied += int((batch.tgt_out[words] >= vocab_size).sum())
+    return {"p_gen_mean": total / max(n, 1), "copied_oov_share": copied / max(n, 1), "generated_words": n}
+
+
+def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device,
+          per_example: dict | None = None) -> tuple[dict, dict]:
+    """The run's ``eval.metrics`` with its settings: (scores, settings)."""
+    return evaluate(preds, refs, spec.eval.metrics, per_example=per_example, stemmer=spec.eval.rouge_stemmer,
                     bertscore_model=spec.eval.bertscore_model, bertscore_layers=spec.eval.bertscore_layers,
                     bertscore_batch_size=spec.eval.bertscore_batch_size, device=str(device))
 
 
 def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: DecodeConfig, device, dtype,
-                     split: str, progress: bool = False) -> tuple[list[str], dict]:
-    from seq2seq_zoo.runner import copy_stats, decode_split
+                     split: str, progress: bool = False, return_ids: bool = False, per_example: dict | None = None):
+    """Decode ``data`` with ``cfg`` and score it with the run's metrics. Returns (predictions, block),
+    block being what a record stores under "eval" (split, n_examples, decode, scores, settings, copying,
+    decode_seconds, metric_seconds); with ``return_ids`` also the predicted token ids."""
     t0 = time.perf_counter()
-    preds, ids = decode_split(model, data, vocab, dataclasses.replace(spec, decode=cfg), device, dtype, progress,
-                              return_ids=True)
-    t1 = time.perf_counter()
+    preds, ids = decode_split(model, data, vocab, cfg, device, dtype, progress, return_ids=True)
+    decode_s = time.perf_counter() - t0
     copying = copy_stats(model, data, ids, len(vocab), device, dtype, cfg.batch_size)  # p_gen, copied OOVs
-    scores, settings = score(preds, [e.references for e in data], spec, device)
-    return preds, {"split": split, "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
-                   "settings": settings, "copying": copying, "decode_seconds": t1 - t0,
-                   "metric_seconds": time.perf_counter() - t1}
+    t1 = time.perf_counter()
+    scores, settings = score(preds, [e.references for e in data], spec, device, per_example)
+    block = {"split": split, "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
+             "settings": settings, "copying": copying, "decode_seconds": decode_s,
+             "metric_seconds": time.perf_counter() - t1}
+    return (preds, block, ids) if return_ids else (preds, block)
 
 
 def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_preds: list[str], vocab,
@@ -103,8 +186,6 @@ def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_
     training split the sample is drawn from, or (re-decoding, with ``train_sample`` already drawn and the
     split's ``train_size``) just the shown training examples. Returns {"train_sample": block or None,
     "seconds": time spent}."""
-    from seq2seq_zoo.runner import decode_split
-    from seq2seq_zoo.utils import atomic_write_json, atomic_write_text
     t0 = time.perf_counter()
     if train_sample is None:
         train_sample = [train[i] for i in train_sample_indices(len(train), spec.eval.train_sample, spec.seed)]
@@ -121,8 +202,7 @@ def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_
     missing = [by_id["train"][i] for s, i in shown if s == "train" and i not in train_preds and i in by_id["train"]]
     if missing:
         train_preds.update(zip([e.id for e in missing],
-                               decode_split(model, missing, vocab, dataclasses.replace(spec, decode=cfg), device,
-                                            dtype, False)))
+                               decode_split(model, missing, vocab, cfg, device, dtype, False)))
     outputs = {"train": train_preds, spec.eval.split: dict(zip([e.id for e in eval_data], eval_preds))}
     rows = []
     for split, i in shown:
@@ -141,19 +221,12 @@ def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_
 def _load_eval_data(spec: RunSpec, vocab, data_dir: str | None, config_dir: str | None):
     """(shown examples, size of the training split, the shown training examples not in the sample, the
     training sample, the evaluation split), encoded with the run's saved vocabulary; the same selection
-    as runner.prepare_data."""
-    from seq2seq_zoo.data.batching import encode_examples, percentile_filter
-    from seq2seq_zoo.data.corpora import ReadStats, load_split, resolve_data_dir
-    from seq2seq_zoo.runner import text_config
+    as training (``data.splits.select_splits``)."""
     d = spec.data
-    root = resolve_data_dir(d.dataset, data_dir, config_dir)
-    tc = text_config(spec)
-    train = load_split(d.dataset, root, "train", d.on_bad, ReadStats())
-    if d.filter_percentiles:
-        train = percentile_filter(train, *d.filter_percentiles, tc)
-    train = train[: d.max_train] if d.max_train is not None else train
-    test = load_split(d.dataset, root, spec.eval.split, d.on_bad, ReadStats())
-    test = test[: d.max_test] if d.max_test is not None else test
+    root = resolve_data_dir(d.dataset, data_dir, config_dir, d.options)
+    tc = text_config(d)
+    splits = select_splits(spec, root, ("train", "test"))
+    train, test = splits["train"], splits["test"]
     shown = pick_examples(spec, [e.id for e in train], [e.id for e in test])
     idx = train_sample_indices(len(train), spec.eval.train_sample, spec.seed)
     enc = lambda xs: encode_examples(xs, vocab, tc, d.max_src_len, d.max_tgt_len)
@@ -175,28 +248,25 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     """Re-decode a finished run's best checkpoint once per (name, decode overrides) and write
     ``<run>/decodes/<name>/``. on_change: what to do when that name was decoded before with other
     settings: "redo" (experiment files: the file is the truth) or "error" (``zoo eval``; --force redoes)."""
-    from seq2seq_zoo.data.vocab import Vocab
-    from seq2seq_zoo.models.base import build_model, model_context
-    from seq2seq_zoo.results import write_predictions, write_record
-    from seq2seq_zoo.train.loop import autocast_dtype
-    from seq2seq_zoo.utils import hardware, load_checkpoint, load_weights, pick_device
     run_dir = Path(run_dir)
-    rec_path, ck = run_dir / "record.json", run_dir / "checkpoints"
+    rec_path = run_dir / "record.json"
     if not rec_path.is_file():
-        raise FileNotFoundError(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
-    from seq2seq_zoo.config import read_spec
+        raise MissingFile(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
     from seq2seq_zoo.results import read_record
-    run_rec = read_record(rec_path)  # a damaged record or spec raises DamagedFile naming it
+    run_rec = read_record(rec_path)  # a damaged record raises DamagedFile naming it
     name_run = run_rec.get("run", run_dir.name)
-    spec = read_spec(ck / "spec.json") if (ck / "spec.json").is_file() else RunSpec.from_dict(run_rec["spec"])
+    if run_rec.get("baseline"):
+        log(f"[{name_run}] a baseline with nothing to train and no decoder: no decoding variants")
+        return []
+    spec = run_spec(run_dir, run_rec)
     todo = []
     for order, (name, over) in enumerate(variants, order_base):
         if name == DEFAULT_DECODE_NAME:
             raise ConfigError(f"decode name '{name}' is reserved for the run's own decoding; choose another")
         cfg = dataclasses.replace(spec.decode, **over)
-        if cfg.max_len > spec.data.max_tgt_len:
-            raise ConfigError(f"decode '{name}': max_len {cfg.max_len} exceeds data.max_tgt_len "
-                              f"({spec.data.max_tgt_len}) of run '{name_run}'")
+        too_long = decode_too_long(cfg, spec.data)
+        if too_long:
+            raise ConfigError(f"decode '{name}' of run '{name_run}': {too_long}")
         if cfg == spec.decode:  # e.g. a sweep's "greedy" for a run that already decodes greedily
             log(f"[{name_run}] decode '{name}' is the run's own decoding; no extra row")
             continue
@@ -216,18 +286,13 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
         todo.append((name, over, cfg, order))
     if not todo:
         return []
-    for f in ("vocab.json", "best.pt"):
-        if not (ck / f).is_file():
-            raise FileNotFoundError(f"{ck / f} not found: re-decoding needs the run's checkpoints (they are not "
-                                    "committed to git); retrain it with `zoo run ... --force`")
+    trained = load_trained_run(run_dir, "best.pt", purpose="re-decoding", record=run_rec)
     if spec.train.threads:
         torch.set_num_threads(spec.train.threads)
     dev = pick_device(device or spec.train.device)
     dtype = autocast_dtype(spec.train.precision, dev)
-    vocab = Vocab.load(ck / "vocab.json")
-    model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
-    load_weights(model, load_checkpoint(ck / "best.pt")["model"], ck / "best.pt")
-    model.to(dev).eval()
+    vocab = trained.vocab
+    model = trained.model.to(dev).eval()
     recorded = (run_rec.get("data") or {}).get("data_dir")
     if config_dir is None and recorded and (Path(recorded) / spec.data.dataset).is_dir():
         config_dir = recorded
@@ -237,10 +302,13 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
         log(f"[{name_run}] decode '{name}': {describe(dataclasses.asdict(cfg))}")
         out = run_dir / DECODES_DIR / name
         out.mkdir(parents=True, exist_ok=True)
-        preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress)
+        per_example: dict[str, list[float]] = {}
+        preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress,
+                                        per_example=per_example)
         extra = evaluate_extras(model, train_enc, test, preds, vocab, spec, cfg, shown, out, dev, dtype, progress,
                                 train_sample=sample, train_size=n_train)
         write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references} for e, p in zip(test, preds)])
+        write_scores(out, [e.id for e in test], per_example)
         record = {"kind": "decode", "experiment": run_rec.get("experiment"), "run": name_run, "decode_name": name,
                   "order": order,
                   "overrides": over, "run_finished": run_rec.get("finished"), "checkpoint": "checkpoints/best.pt",
@@ -260,9 +328,6 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
 
 def parse_variant_arg(text: str, name: str | None) -> tuple[str, dict[str, Any]]:
     """``--decode beam_size=8,length_penalty=1.0`` (+ ``--name``) -> (name, overrides)."""
-    import re
-
-    from seq2seq_zoo.config import parse_decode_overrides
     over = parse_decode_overrides(text)
     if name is None:
         name = "-".join(f"{k}{v}" for k, v in over.items())

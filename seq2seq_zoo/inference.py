@@ -1,8 +1,9 @@
-"""Summarise raw text with a trained run (``zoo summarize``)."""
+"""Load a trained run (``zoo summarize``, ``zoo eval --decode``) and summarise raw text with it."""
 from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -10,32 +11,59 @@ import torch
 
 from seq2seq_zoo.config import RunSpec, read_spec
 from seq2seq_zoo.data.batching import Encoded, collate
-from seq2seq_zoo.data.corpora import DataError
-from seq2seq_zoo.data.text import TextConfig, detokenize, tokenize
+from seq2seq_zoo.data.splits import text_config
+from seq2seq_zoo.data.text import detokenize, tokenize
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
-from seq2seq_zoo.models.base import build_model, model_context
+from seq2seq_zoo.errors import DataError, MissingFile
+from seq2seq_zoo.models.base import Seq2Seq, build_model, model_context
 from seq2seq_zoo.utils import load_checkpoint, load_weights
+
+
+@dataclass
+class TrainedRun:
+    spec: RunSpec
+    vocab: Vocab
+    model: Seq2Seq        # in eval mode, on the CPU
+    checkpoint: Path
+
+
+def run_spec(run_dir: str | Path, record: dict | None = None) -> RunSpec:
+    """The run's configuration: ``checkpoints/spec.json``, else the spec stored in its record."""
+    spec_path = Path(run_dir) / "checkpoints" / "spec.json"
+    if spec_path.is_file():
+        return read_spec(spec_path)  # a damaged one raises DamagedFile naming it
+    if record is not None and "spec" in record:
+        return RunSpec.from_dict(record["spec"])
+    raise MissingFile(f"{spec_path} not found: {run_dir} has no trained run here (checkpoints are not committed "
+                      "to git); train it with `zoo run` first")
+
+
+def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: str = "this command",
+                     record: dict | None = None) -> TrainedRun:
+    """A trained run's spec, vocabulary and model with the weights of ``checkpoints/<checkpoint>``.
+    ``purpose`` names the command in the message when a file is missing."""
+    ck = Path(run_dir) / "checkpoints"
+    for f in ("vocab.json", checkpoint):
+        if not (ck / f).is_file():
+            raise MissingFile(f"{ck / f} not found: {purpose} needs the run's checkpoints, which are not committed "
+                              "to git; train the run on this machine first (`zoo run ...`, `--force` to retrain)")
+    spec = run_spec(run_dir, record)
+    vocab = Vocab.load(ck / "vocab.json")
+    model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
+    load_weights(model, load_checkpoint(ck / checkpoint)["model"], ck / checkpoint)
+    return TrainedRun(spec, vocab, model.eval(), ck / checkpoint)
 
 
 class Summarizer:
     def __init__(self, model, vocab: Vocab, spec: RunSpec):
         self.model, self.vocab, self.spec = model.eval(), vocab, spec
-        self.text_cfg = TextConfig(lowercase=spec.data.lowercase, num_token=spec.data.num_token)
+        self.text_cfg = text_config(spec.data)
 
     @classmethod
     def from_run(cls, run_dir: str | Path, checkpoint: str = "best.pt") -> "Summarizer":
-        ck = Path(run_dir) / "checkpoints"
-        for f in ("spec.json", "vocab.json", checkpoint):
-            if not (ck / f).is_file():
-                raise FileNotFoundError(f"{ck / f} not found: summarize needs a run trained on this machine "
-                                        "(checkpoints are not committed); run `zoo run` first")
-        spec = read_spec(ck / "spec.json")
-        vocab = Vocab.load(ck / "vocab.json")
-        model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
-        state = load_checkpoint(ck / checkpoint)
-        load_weights(model, state["model"], ck / checkpoint)
-        return cls(model, vocab, spec)
+        run = load_trained_run(run_dir, checkpoint, purpose="summarize")
+        return cls(run.model, run.vocab, run.spec)
 
     @torch.no_grad()
     def __call__(self, text: str, beam_size: int | None = None, max_len: int | None = None) -> str:

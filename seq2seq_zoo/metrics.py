@@ -26,8 +26,10 @@ def sentences_newline(text: str) -> str:
 
 
 @register_metric("rouge")
-def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool = True, **_):
-    """ROUGE-1/2/3/L/Lsum F1 (rouge-score, stemming), mean and max over references."""
+def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool = True,
+          per_example: dict | None = None, **_):
+    """ROUGE-1/2/3/L/Lsum F1 (rouge-score, stemming), mean and max over references. ``per_example``
+    (a dict) receives each example's F1 x 100 per type and reference rule (rouge1, rouge1_max, ...)."""
     from rouge_score import rouge_scorer
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=stemmer)
     per = {t: {"mean": [], "max": []} for t in ROUGE_TYPES}
@@ -42,6 +44,11 @@ def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool 
             per[t]["mean"].append(float(np.mean(f[t])))
             per[t]["max"].append(float(np.max(f[t])))
     multi = any(len(r) > 1 for r in references)
+    if per_example is not None:
+        for t in ROUGE_TYPES:
+            per_example[t] = [100 * v for v in per[t]["mean"]]
+            if multi:
+                per_example[f"{t}_max"] = [100 * v for v in per[t]["max"]]
     scores = {}
     for t in ROUGE_TYPES:
         scores[t] = 100 * float(np.mean(per[t]["mean"])) if predictions else 0.0
@@ -91,7 +98,8 @@ def resolve_bertscore_backbone(model: str = "auto", layers: int | None = None) -
 
 @register_metric("bertscore")
 def bertscore(predictions: list[str], references: list[list[str]], *, bertscore_model: str = "auto",
-              bertscore_layers: int | None = None, bertscore_batch_size: int = 64, device: str | None = None, **_):
+              bertscore_layers: int | None = None, bertscore_batch_size: int = 64, device: str | None = None,
+              per_example: dict | None = None, **_):
     """BERTScore P/R/F1 (bert-score), backbone named in the settings."""
     model_type, layer, label = resolve_bertscore_backbone(bertscore_model, bertscore_layers)
     if Path(model_type).is_dir():
@@ -106,6 +114,8 @@ def bertscore(predictions: list[str], references: list[list[str]], *, bertscore_
     P, R, F = bert_score.score(preds, references, model_type=model_type, num_layers=layer,
                                batch_size=bertscore_batch_size, device=device, verbose=False)
     scores = {"bertscore_p": float(P.mean()), "bertscore_r": float(R.mean()), "bertscore_f1": float(F.mean())}
+    if per_example is not None:
+        per_example["bertscore_f1"] = F.double().tolist()
     settings = {"implementation": f"bert-score {bert_score.__version__}", "backbone": label, "idf": False,
                 "rescale_with_baseline": False,
                 "multi_reference": "best-matching reference per example (bert-score's rule)"}
@@ -113,9 +123,11 @@ def bertscore(predictions: list[str], references: list[list[str]], *, bertscore_
 
 
 @register_metric("length")
-def length(predictions: list[str], references: list[list[str]], **_):
+def length(predictions: list[str], references: list[list[str]], per_example: dict | None = None, **_):
     """Mean length in words of predictions and (first) references."""
     pl = [len(p.split()) for p in predictions]
+    if per_example is not None:
+        per_example["pred_len"] = [float(x) for x in pl]
     rl = [len(r[0].split()) for r in references]
     return ({"pred_len": float(np.mean(pl)) if pl else 0.0, "ref_len": float(np.mean(rl)) if rl else 0.0},
             {"unit": "whitespace-separated words"})
@@ -141,9 +153,12 @@ def repetition_ratio(tokens: list[str]) -> float:
 
 
 @register_metric("unk_ratio")
-def unk_ratio(predictions: list[str], references: list[list[str]], **_):
-    """Share of generated word tokens that are <unk> (pooled over the split)."""
+def unk_ratio(predictions: list[str], references: list[list[str]], per_example: dict | None = None, **_):
+    """Share of generated word tokens that are <unk> (pooled over the split). Per example: that
+    summary's share (0 for an empty one)."""
     words = [_words(p) for p in predictions]
+    if per_example is not None:
+        per_example["unk_ratio"] = [w.count("<unk>") / len(w) if w else 0.0 for w in words]
     n = sum(len(w) for w in words)
     unk = sum(w.count("<unk>") for w in words)
     return ({"unk_ratio": unk / n if n else 0.0},
@@ -152,8 +167,10 @@ def unk_ratio(predictions: list[str], references: list[list[str]], **_):
 
 
 @register_metric("repetition")
-def repetition(predictions: list[str], references: list[list[str]], **_):
+def repetition(predictions: list[str], references: list[list[str]], per_example: dict | None = None, **_):
     """Repetition ratio of predictions (and of first references), with and without stop-words."""
+    if per_example is not None:
+        per_example["repetition"] = [repetition_ratio(_words(p)) for p in predictions]
     def mean(texts, keep):
         vals = [repetition_ratio([w for w in _words(t) if keep(w)]) for t in texts]
         return float(np.mean(vals)) if vals else 0.0
@@ -166,12 +183,14 @@ def repetition(predictions: list[str], references: list[list[str]], **_):
                            f"{len(STOP_WORDS)} English stop-words; ref_*: the same on the first reference"})
 
 
-def evaluate(predictions: list[str], references: list[list[str]], metrics: list[str], **options):
-    """All requested metrics: (scores, settings per metric)."""
+def evaluate(predictions: list[str], references: list[list[str]], metrics: list[str],
+             per_example: dict | None = None, **options):
+    """All requested metrics: (scores, settings per metric). ``per_example`` (a dict) receives
+    {name: [value per example]} from every metric that has per-example values."""
     from seq2seq_zoo.registry import METRICS
     scores, settings = {}, {}
     for name in dict.fromkeys(list(metrics) + ["length"]):
-        s, st = METRICS.get(name)(predictions, references, **options)
+        s, st = METRICS.get(name)(predictions, references, per_example=per_example, **options)
         scores.update(s)
         settings[name] = st
     return scores, settings

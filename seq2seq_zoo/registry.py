@@ -15,12 +15,7 @@ import inspect
 import pkgutil
 from typing import Any, Callable
 
-
-class UnknownName(KeyError):
-    """Raised for a name that is not registered; the message names the closest valid choice."""
-
-    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
-        return str(self.args[0])
+from seq2seq_zoo.errors import UnknownName
 
 
 def nearest(name: str, choices) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 from seq2seq_zoo.utils import DamagedFile, atomic_write_json, atomic_write_text, read_json, read_jsonl
 
 SCHEMA = 1
+SCORES_FILE = "scores.jsonl"
 
 
 def run_dir(results: Path, experiment: str, run: str) -> Path:
@@ -89,6 +90,10 @@ def check_run_files(run: Path) -> None:
         if (run / name).is_file() and not isinstance(read_json(run / name, name.removesuffix(".json") + " file",
                                                                _FIX_REC), dict):
             raise DamagedFile(f"{run / name}: damaged {name} (expected a JSON object); {_FIX_REC}")
+    if (run / SCORES_FILE).is_file():
+        read_scores(run)
+    elif (run / "predictions.jsonl").is_file():  # the report scores them when scores.jsonl is missing
+        read_predictions(run)
     for p in sorted(run.glob("decodes/*/record.json")):
         read_record(p)
         check_run_files(p.parent)
@@ -112,3 +117,36 @@ def load_records(exp_dir: Path, damaged: list[str] | None = None) -> list[dict[s
         out.append(rec)
     out.sort(key=lambda r: (r.get("order", 0), r.get("run", "")))
     return out
+
+
+def write_scores(out: Path, ids: list[str], per_example: dict[str, list[float]], note: str | None = None) -> None:
+    """``scores.jsonl``: one object per example, its id and every per-example metric value."""
+    keys = list(per_example)
+    lines = []
+    for j, i in enumerate(ids):
+        row = {"id": i, **{k: per_example[k][j] for k in keys}}
+        lines.append(json.dumps(row, ensure_ascii=False))
+    head = json.dumps({"_meta": {"metrics": keys, "n": len(ids), **({"note": note} if note else {})}})
+    atomic_write_text(Path(out) / SCORES_FILE, head + "\n" + "\n".join(lines) + ("\n" if lines else ""))
+
+
+def read_scores(out: Path) -> dict[str, dict[str, float]] | None:
+    """{example id: {metric: value}} from ``scores.jsonl``, or None without one; a truncated, empty or
+    hand-edited file raises ``DamagedFile`` naming file:line."""
+    path = Path(out) / SCORES_FILE
+    if not path.is_file():
+        return None
+    fix = "delete the file and run `zoo report` to score the predictions again"
+    rows: dict[str, dict[str, float]] = {}
+    meta = False
+    for n, obj in enumerate(read_jsonl(path, "per-example scores", fix=fix), 1):
+        if "_meta" in obj:
+            meta = True
+            continue
+        if "id" not in obj or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                      for k, v in obj.items() if k != "id"):
+            raise DamagedFile(f"{path}: damaged per-example scores (row {n}: needs an id and numbers only); {fix}")
+        rows[str(obj.pop("id"))] = obj
+    if not meta:  # the writer always starts with the _meta line: without it the file is not whole
+        raise DamagedFile(f"{path}: damaged per-example scores (no _meta line: empty or cut); {fix}")
+    return rows

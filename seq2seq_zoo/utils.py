@@ -13,38 +13,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from seq2seq_zoo.errors import (DamagedFile, EXIT_PREEMPTED, Preempted, UnsafeCheckpoint,  # noqa: F401 - re-exported
+                               WriteFailed)
+
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
-
-
-class WriteFailed(OSError):
-    """A write the machine refused (disk full, I/O error, read-only or missing folder). The previous
-    file, if any, is left as it was; the message names the file and is meant for the user as is."""
-
-    def __init__(self, path, err: OSError):
-        super().__init__(err.errno, err.strerror)
-        self.path = Path(path)
-        why = err.strerror or str(err) or type(err).__name__
-        self.message = (f"{path}: could not write ({why}"
-                        + (f", errno {err.errno}" if err.errno else "") + "); the previous version of the file, if "
-                        "any, is unchanged. Free space (or fix the folder) and run the command again "
-                        "(`zoo run ... --resume` continues training from the last checkpoint)")
-
-    def __str__(self):
-        return self.message
-
-
-class DamagedFile(ValueError):
-    """A file the suite wrote itself (record, predictions, scores, vocabulary, spec, checkpoint) that no
-    longer reads: truncated, empty or edited by hand. The message names the file (and line)."""
-
-
-class Preempted(KeyboardInterrupt):
-    """SIGTERM (a cluster scheduler's pre-emption or time limit): stopped like Ctrl-C, exit status 143."""
-
-
-EXIT_PREEMPTED = 128 + 15  # what a shell reports for a process killed by SIGTERM; requeue scripts test it
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -204,10 +178,6 @@ def read_jsonl(path, what: str, required: tuple[str, ...] = (), fix: str = "dele
             raise DamagedFile(f"{path}:{n}: damaged {what} line (no {', '.join(missing)}); {fix}")
         rows.append(obj)
     return rows
-
-
-class UnsafeCheckpoint(RuntimeError):
-    """A checkpoint that holds more than tensors and plain data (e.g. a pickled code payload)."""
 
 
 def load_checkpoint(path, map_location="cpu", required: tuple[str, ...] = ("model",)) -> dict:

@@ -71,6 +71,11 @@ def test_record_json(finished_run):
         assert rec["experiment"] == "tiny_e2e" and rec["run"] == name and rec["status"] == "done"
         assert rec["seed"] == 3 and rec["model"] == "transformer"
         assert rec["spec"]["model_options"]["pe"] == pe
+        # the positional rule is recorded (issue 19.2/19.3): bases of both sides, the learned table's scale
+        rules = rec["model_rules"]
+        assert rules == ({"pe_rule": "learned table, N(0, 1^2) at initialisation", "pe_init_std": 1.0}
+                         if pe == "learned" else
+                         {"pe_rule": "sin/cos, base 10000", "pe_base": {"encoder": 10000.0, "decoder": 10000.0}})
         # parameters per component, and a total equal to the model's unique parameters
         p = rec["params"]
         assert {"embedding", "encoder", "decoder", "output", "total"} <= set(p)
@@ -136,6 +141,7 @@ def test_tables_plots_readme(finished_run):
         data = (exp / "plots" / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, png
     readme = (exp / "README.md").read_text()
+    assert "- **Model rules**: pe_rule: sin/cos, base 10000; pe_base: encoder 10000, decoder 10000 (sinus)" in readme
     for s in ("# tiny_e2e", "## Results", "## Settings", "rouge-score", "test", "Hardware", "plots/val_loss.png"):
         assert s in readme, s
     assert (exp / "learned" / "attention.json").exists() and (exp / "sinus" / "positional.json").exists()

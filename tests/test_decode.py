@@ -2,6 +2,8 @@
 repetition penalty and length-penalty formulas."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -176,10 +178,11 @@ def test_min_len_respected(method):
 
 
 def test_penalise_repeats_lowers_only_generated_tokens():
+    """The ``logprob`` rule (the records made before issue 19)."""
     torch.manual_seed(0)
     lp = -torch.rand(3, 12) - 0.1                       # negative log-probs
     tokens = torch.tensor([[4, 5, 4], [7, 7, 7], [0, 9, 11]])
-    out = penalise_repeats(lp, tokens, 1.5)
+    out = penalise_repeats(lp, tokens, 1.5, style="logprob")
     seen = [{4, 5}, {7}, {9, 11}]                       # <pad> (0) is never penalised
     for r in range(3):
         for c in range(12):
@@ -198,9 +201,10 @@ def test_repetition_penalty_in_greedy_changes_a_looping_output():
         model.generator.bias[EOS_ID] -= 30
     batch = batch4(3)
     base = greedy(model, batch, DecodeConfig(max_len=10))
-    pen = greedy(model, batch, DecodeConfig(max_len=10, repetition_penalty=50.0))
+    pen = greedy(model, batch, DecodeConfig(max_len=10, repetition_penalty=50.0, repetition_penalty_style="logprob"))
     assert any(x.count(7) > 1 for x in base)
-    # a huge penalty makes any already generated token lose against an unseen one
+    # a huge penalty makes any already generated token lose against an unseen one (on log-probs; on the
+    # logits, keskar's rule only takes a positive logit towards 0)
     for x in pen:
         assert len(x) == len(set(x)), x
 
@@ -249,43 +253,55 @@ def test_beam_batch_independence():
 
 
 def flat_beam_reference(model, batch, cfg):
-    """Beam search written the textbook way: every step ranks all K * V continuations of each example
-    at once (the decoder's per-row preselection must pick the same hypotheses)."""
-    from seq2seq_zoo.decode import _adjust, _strip
-    K, B = cfg.beam_size, batch.src.size(0)
+    """Beam search written the textbook way, one example at a time with Python lists: every step ranks
+    all K * V continuations of the live hypotheses; the EOS ones among the first K go to the example's
+    finished list, the first K others stay live; the example stops when it holds K finished hypotheses
+    and no live one ranks above the worst of them (Hugging Face's rule). Returns the best finished
+    hypothesis, its score, and every hypothesis that finished on the way (rank, tokens)."""
+    from seq2seq_zoo.decode import _adjust
+    K = cfg.beam_size
+    lpen = lambda n: float(length_penalty(torch.tensor(n), cfg.length_penalty, cfg.length_penalty_style))  # noqa: E731
+    outs, scores, every = [], [], []
     with torch.no_grad():
-        state = model.reorder(model.encode(batch), torch.arange(B).repeat_interleave(K))
-        scores = torch.full((B, K), float("-inf"))
-        scores[:, 0] = 0
-        scores = scores.view(-1)
-        tokens = torch.empty((B * K, 0), dtype=torch.long)
-        finished = torch.zeros(B * K, dtype=torch.bool)
-        lengths = torch.zeros(B * K, dtype=torch.long)
-        prev = torch.full((B * K,), BOS_ID)
-        base = (torch.arange(B) * K).repeat_interleave(K)
-        for step in range(cfg.max_len):
-            lp, state = model.decode_step(state, prev)
-            lp = _adjust(lp.float(), tokens, step, cfg).masked_fill(finished[:, None], float("-inf"))
-            lp[:, EOS_ID] = torch.where(finished, 0.0, lp[:, EOS_ID])
-            cand = scores[:, None] + lp
-            cand_len = torch.where(finished, lengths, step + 1)
-            rank = cand / length_penalty(cand_len, cfg.length_penalty, cfg.length_penalty_style)[:, None]
-            V = lp.size(-1)
-            _, idx = rank.view(B, K * V).topk(K, dim=-1)
-            origin = (idx // V).view(-1) + base
-            tok = (idx % V).view(-1)
-            scores = cand.view(B, K * V).gather(1, idx).view(-1)
-            tokens = torch.cat([tokens[origin], tok[:, None]], 1)
-            lengths = torch.where(finished[origin], lengths[origin], step + 1)
-            finished = finished[origin] | (tok == EOS_ID)
-            state = model.reorder(state, origin)
-            prev = tok
-            if bool(finished.all()):
-                break
-        final = scores / length_penalty(torch.where(finished, lengths, tokens.size(1)), cfg.length_penalty,
-                                        cfg.length_penalty_style)
-        best = final.view(B, K).argmax(-1) + torch.arange(B) * K
-    return [_strip(tokens[i].tolist()) for i in best.tolist()], scores[best].tolist()
+        for i in range(batch.src.size(0)):
+            one = collate([make_encoded(batch.src[i, : int(batch.src_len[i])].tolist(), [5])])
+            state = model.encode(one)
+            live = [(0.0, [])]                          # (score, tokens)
+            state = model.reorder(state, torch.zeros(1, dtype=torch.long))
+            fin, seen = [], []
+            for step in range(cfg.max_len):
+                prev = torch.tensor([t[-1] if t else BOS_ID for _, t in live])
+                lp, state = model.decode_step(state, prev)
+                toks = torch.tensor([t for _, t in live], dtype=torch.long).view(len(live), step)
+                lp = _adjust(lp.float(), toks, step, cfg)
+                cands = sorted(((s + float(lp[r, v])) / lpen(step + 1), s + float(lp[r, v]), r, v)
+                               for r, (s, _) in enumerate(live) for v in range(lp.size(1)))[::-1]
+                cands = [c for c in cands if c[0] > float("-inf")]
+                new_live, rows = [], []
+                for pos, (rk, s, r, v) in enumerate(cands):
+                    if v == EOS_ID:
+                        if pos < K:
+                            fin.append((rk, s, live[r][1]))
+                            seen.append((rk, live[r][1]))
+                    elif len(new_live) < K:
+                        new_live.append((s, live[r][1] + [v]))
+                        rows.append(r)
+                    if len(new_live) == K and pos >= K:
+                        break
+                fin = sorted(fin, key=lambda f: f[0], reverse=True)[:K]
+                live = new_live
+                if not live:
+                    break
+                state = model.reorder(state, torch.tensor(rows))
+                if len(fin) == K and fin[-1][0] >= live[0][0] / lpen(step + 1):
+                    break
+            else:
+                fin = sorted(fin + [(s / lpen(cfg.max_len), s, t) for s, t in live], key=lambda f: f[0],
+                             reverse=True)
+            outs.append(fin[0][2])
+            scores.append(fin[0][1])
+            every.append(seen)
+    return outs, scores, every
 
 
 # (EOS biases chosen so that in every case some hypotheses end before max_len and others do not)
@@ -298,9 +314,15 @@ def test_beam_search_equals_the_flat_reference(seed, eos, K, alpha, style, ngram
     cfg = DecodeConfig(beam_size=K, length_penalty=alpha, length_penalty_style=style, max_len=12,
                        no_repeat_ngram=ngram, min_len=min_len)
     got, got_scores = beam_search(model, batch, cfg, return_scores=True)
-    want, want_scores = flat_beam_reference(model, batch, cfg)
+    want, want_scores, finished = flat_beam_reference(model, batch, cfg)
     assert got == want
-    assert got_scores == pytest.approx(want_scores, abs=1e-5)
+    assert got_scores == pytest.approx(want_scores, abs=1e-4)
+    # the result is never worse than any hypothesis that finished during the search (issue 19.1)
+    lpen = lambda n: float(length_penalty(torch.tensor(n), alpha, style))  # noqa: E731
+    for i, seq in enumerate(got):
+        n = len(seq) + (1 if len(seq) < cfg.max_len else 0)
+        assert all(got_scores[i] / lpen(n) >= rk - 1e-4 for rk, _ in finished[i])
+    assert any(finished)
     assert len({len(x) for x in got}) > 1  # some hypotheses finished early, so freezing was exercised
 
 
@@ -342,15 +364,14 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
     """A whole split is decoded with the weights packed once (not once per batch), and gives the same
     text as decoding without packing."""
     import contextlib
-    from types import SimpleNamespace
 
     from conftest import tiny_encoded
-    from seq2seq_zoo import decode, runner
+    from seq2seq_zoo import decode, evaluation
     from seq2seq_zoo.models import layers
     from seq2seq_zoo.utils import cpu_has_fast_bf16
     vocab, data = tiny_encoded(10)
     model = tiny_transformer(vocab_size=len(vocab), seed=4, max_src_len=64)
-    spec = SimpleNamespace(decode=DecodeConfig(beam_size=2, max_len=8, batch_size=4))   # 3 batches
+    cfg = DecodeConfig(beam_size=2, max_len=8, batch_size=4)   # 3 batches
     packs = []
 
     @contextlib.contextmanager
@@ -361,13 +382,47 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
                 packs.append(rows)
             yield
 
-    monkeypatch.setattr(runner, "packed_linear_weights", counting)
+    monkeypatch.setattr(evaluation, "packed_linear_weights", counting)
     monkeypatch.setattr(decode, "packed_linear_weights", counting)
     cpu = torch.device("cpu")
-    packed = runner.decode_split(model, data, vocab, spec, cpu, torch.bfloat16)
+    packed = evaluation.decode_split(model, data, vocab, cfg, cpu, torch.bfloat16)
     assert packs == ([8] if cpu_has_fast_bf16() else [])    # batch 4 x beam 2 rows, once for the split
     plain = lambda m, rows=32: contextlib.nullcontext()  # noqa: E731
-    monkeypatch.setattr(runner, "packed_linear_weights", plain)
+    monkeypatch.setattr(evaluation, "packed_linear_weights", plain)
     monkeypatch.setattr(decode, "packed_linear_weights", plain)
-    assert runner.decode_split(model, data, vocab, spec, cpu, torch.bfloat16) == packed
+    assert evaluation.decode_split(model, data, vocab, cfg, cpu, torch.bfloat16) == packed
     assert all("forward" not in x.__dict__ for x in model.modules())
+
+
+# ------------------------------------------------ repetition penalty on the logits (issue 19.5)
+def test_keskar_penalty_divides_positive_and_multiplies_negative_logits_before_the_softmax():
+    logits = torch.tensor([[0.0, 0.1, 0.2, 0.3, 2.0, -1.0, 0.5, 3.0]])
+    tokens = torch.tensor([[4, 5]])
+    out = penalise_repeats(None, tokens, 2.0, logits=logits)     # default style: keskar (HF's rule)
+    want = torch.log_softmax(torch.tensor([[0.0, 0.1, 0.2, 0.3, 1.0, -2.0, 0.5, 3.0]]), -1)
+    torch.testing.assert_close(out, want)
+    # a confident repeat really drops: p = 0.9 from logits (log 9, 0) -> theta 1.2 -> logit log(9)/1.2
+    conf = torch.tensor([[-1e4, -1e4, -1e4, -1e4, math.log(9.0), 0.0]])
+    p = penalise_repeats(None, torch.tensor([[4]]), 1.2, logits=conf).exp()[0, 4].item()
+    assert p == pytest.approx(9 ** (1 / 1.2) / (9 ** (1 / 1.2) + 1), abs=1e-6) and p < 0.865
+    # without logits (a copy model's mixture) the log-probs stand in for them: p^theta, renormalised
+    lp = torch.log(torch.tensor([[1e-30, 1e-30, 1e-30, 1e-30, 0.9, 0.1]]))
+    out = penalise_repeats(lp, torch.tensor([[4]]), 1.2).exp()
+    assert out.sum().item() == pytest.approx(1.0) and out[0, 4].item() == pytest.approx(0.9 ** 1.2 / (0.9 ** 1.2 + 0.1))
+    # the old rule, by name: log-probs times theta, not renormalised
+    old = penalise_repeats(lp, torch.tensor([[4]]), 1.2, style="logprob").exp()
+    assert old[0, 4].item() == pytest.approx(0.9 ** 1.2) and old[0, 5].item() == pytest.approx(0.1)
+
+
+def test_models_hand_their_step_logits_to_the_decoder():
+    """The Transformer's decoding step leaves its raw logits in the state for the repetition penalty;
+    the decoder takes them out before ``reorder``."""
+    model = peaky_model(1, 2.0, 0.0).eval()
+    batch = batch4(0)
+    with torch.no_grad():
+        state = model.encode(batch)
+        lp, state = model.decode_step(state, torch.full((4,), BOS_ID))
+    torch.testing.assert_close(torch.log_softmax(state["logits"].float(), -1), lp)
+    base = generate(model, batch, DecodeConfig(method="greedy", max_len=8))
+    pen = generate(model, batch, DecodeConfig(method="greedy", max_len=8, repetition_penalty=3.0))
+    assert base != pen

@@ -222,9 +222,10 @@ def test_beam_one_equals_greedy_with_extended_ids():
 def test_coverage_penalty_formula_and_effect():
     state = {"cov": torch.tensor([[0.5, 2.0, 0.0], [1.0, 1.0, 1.0]]),
              "mask": torch.tensor([[True, True, False], [True, True, True]])}
-    cp = coverage_penalty(state, 0.4)
+    cov = make(seed=5, coverage=True).attention_coverage(state)   # the attention models' hook
+    cp = coverage_penalty(cov, 0.4)
     assert torch.allclose(cp, torch.tensor([0.4 * math.log(0.5), 0.0]))
-    assert coverage_penalty(state, 0.0) is None and coverage_penalty({"h": 1}, 0.4) is None
+    assert coverage_penalty(cov, 0.0) is None and coverage_penalty(None, 0.4) is None
     # beam search runs with it on models with extended vocabularies, and the output can differ
     model = make(seed=5, coverage=True)
     with torch.no_grad():

@@ -82,3 +82,50 @@ def test_learned_pe_in_transformer_gets_gradients():
 def test_unknown_pe_kind_is_rejected():
     with pytest.raises(ValueError, match="sinusoidal"):
         PositionalEncoding("sinusodal", 4, 10)
+
+
+# ------------------------------------------------- one T_max rule, recorded (issue 19.2); learned scale (19.3)
+def _tf(pe, **kw):
+    from seq2seq_zoo.models.transformer import Transformer
+    torch.manual_seed(0)
+    return Transformer(vocab_size=30, d_model=8, d_ff=16, heads=2, layers=1, pe=pe, max_src_len=40,
+                       max_tgt_len=12, **kw)
+
+
+def test_tmax_encoding_uses_one_base_for_both_sides_by_default():
+    """Without pe_tmax both tables use T_max = the longest position either side can hold (the source's
+    40 here), not 40 for the encoder and 13 for the decoder."""
+    m = _tf("sinusoidal_tmax")
+    torch.testing.assert_close(m.encoder.pe.table, torch.tensor(formula(40, 8, 40.0)), atol=1e-6, rtol=0)
+    torch.testing.assert_close(m.decoder.pe.table, torch.tensor(formula(13, 8, 40.0)), atol=1e-6, rtol=0)
+    assert m.model_rules()["pe_base"] == {"encoder": 40.0, "decoder": 40.0}
+    assert "T_max" in m.model_rules()["pe_rule"]
+
+
+def test_tmax_per_side_and_explicit_tmax():
+    m = _tf("sinusoidal_tmax", pe_tmax_rule="per_side")
+    torch.testing.assert_close(m.decoder.pe.table, torch.tensor(formula(13, 8, 13.0)), atol=1e-6, rtol=0)
+    torch.testing.assert_close(m.encoder.pe.table, torch.tensor(formula(40, 8, 40.0)), atol=1e-6, rtol=0)
+    assert m.model_rules()["pe_base"] == {"encoder": 40.0, "decoder": 13.0}
+    e = _tf("sinusoidal_tmax", pe_tmax=100)
+    assert e.model_rules()["pe_base"] == {"encoder": 100.0, "decoder": 100.0}
+    torch.testing.assert_close(e.decoder.pe.table, torch.tensor(formula(13, 8, 100.0)), atol=1e-6, rtol=0)
+    assert _tf("sinusoidal").model_rules()["pe_base"] == {"encoder": 10000.0, "decoder": 10000.0}
+    with pytest.raises(ValueError, match="pe_tmax_rule"):
+        _tf("sinusoidal_tmax", pe_tmax_rule="both")
+
+
+def test_learned_table_starts_on_the_scale_of_the_scaled_token_embeddings():
+    """The scaled token embeddings have std 1 at initialisation (std d^-0.5 times sqrt(d)); the learned
+    position table starts with the same std, not 0.02 (50x weaker)."""
+    from seq2seq_zoo.models.transformer import Transformer
+    torch.manual_seed(0)
+    m = Transformer(vocab_size=2000, d_model=64, d_ff=32, heads=2, layers=1, pe="learned", max_src_len=400,
+                    max_tgt_len=64)
+    tok = m.encoder.embed(torch.arange(4, 2000)).std().item()
+    assert tok == pytest.approx(1.0, abs=0.03)
+    assert m.encoder.pe.table.std().item() == pytest.approx(tok, rel=0.05)
+    assert m.decoder.pe.table.std().item() == pytest.approx(tok, rel=0.05)
+    assert m.model_rules()["pe_init_std"] == 1.0
+    half = Transformer(vocab_size=50, d_model=64, d_ff=32, heads=2, layers=1, pe="learned", pe_init_std=0.5)
+    assert half.encoder.pe.table.std().item() == pytest.approx(0.5, rel=0.05)

@@ -156,13 +156,32 @@ def test_beam_ranks_by_the_length_penalty_formulas(style, alpha, long):
 @pytest.mark.parametrize("penalty", [1.0, 1.5, 2.0])
 def test_repetition_penalty_in_beam_lowers_repeated_tokens_only(penalty):
     """a a a EOS: the first 'a' and EOS are new, the 2nd and 3rd 'a' are repeats: score
-    -0.5 + 2 * penalty * (-0.5) - 1.5 (log-probs multiplied by the penalty, CTRL-style)."""
+    -0.5 + 2 * penalty * (-0.5) - 1.5 (log-probs multiplied by the penalty, the ``logprob`` rule)."""
+    table = {0: {A: -0.5}, 1: {A: -0.5}, 2: {A: -0.5}, 3: {EOS_ID: -1.5}}
+    cfg = DecodeConfig(beam_size=2, min_len=0, max_len=4, length_penalty=0.0, length_penalty_style="none",
+                       repetition_penalty=penalty, repetition_penalty_style="logprob")
+    out, scores = beam_search(_Scripted(table), random_batch(30, [3], [1]), cfg, return_scores=True)
+    assert out == [[A, A, A]]
+    assert scores[0] == pytest.approx(-0.5 + 2 * penalty * -0.5 - 1.5)
+
+
+@pytest.mark.parametrize("penalty", [1.5, 2.0])
+def test_keskar_repetition_penalty_in_beam_renormalises(penalty):
+    """The default rule on a model without logits (its log-probs stand in): a repeated 'a' gets
+    log_softmax of its log-prob times the penalty against the others' -50 (about 0 here: the penalty
+    on a near-certain repeat is renormalised away), and the step-3 EOS is unchanged up to renormalising."""
     table = {0: {A: -0.5}, 1: {A: -0.5}, 2: {A: -0.5}, 3: {EOS_ID: -1.5}}
     cfg = DecodeConfig(beam_size=2, min_len=0, max_len=4, length_penalty=0.0, length_penalty_style="none",
                        repetition_penalty=penalty)
     out, scores = beam_search(_Scripted(table), random_batch(30, [3], [1]), cfg, return_scores=True)
+    row = torch.full((6,), -50.0)
+    row[A] = -0.5 * penalty
+    rep = torch.log_softmax(row, 0)[A].item()
+    row = torch.full((6,), -50.0)
+    row[EOS_ID], row[A] = -1.5, -50.0 * penalty
+    eos = torch.log_softmax(row, 0)[EOS_ID].item()
     assert out == [[A, A, A]]
-    assert scores[0] == pytest.approx(-0.5 + 2 * penalty * -0.5 - 1.5)
+    assert scores[0] == pytest.approx(-0.5 + 2 * rep + eos, abs=1e-5)
 
 
 def test_report_states_the_exact_length_penalty_formulas():
@@ -171,8 +190,9 @@ def test_report_states_the_exact_length_penalty_formulas():
     assert "len^1.2" in describe(d | {"length_penalty_style": "hf", "length_penalty": 1.2})
     assert "none" in describe(d | {"length_penalty_style": "none"})
     text = describe(d | {"no_repeat_ngram": 3, "repetition_penalty": 1.2, "min_len": 5, "max_len": 40})
-    for s in ("beam 4", "no_repeat_ngram 3", "repetition_penalty 1.2", "min_len 5", "max_len 40"):
+    for s in ("beam 4", "no_repeat_ngram 3", "repetition_penalty 1.2 (keskar", "min_len 5", "max_len 40"):
         assert s in text
+    assert "(logprob" in describe(d | {"repetition_penalty": 1.2, "repetition_penalty_style": "logprob"})
     assert describe(d | {"method": "greedy"}).startswith("greedy")
 
 
@@ -468,3 +488,18 @@ def test_second_run_skips_decodes_and_zoo_eval_adds_one(swept, capsys):
     assert main(["eval", str(run), "--decode", "max_len=30"]) == 2
     assert "max_tgt_len" in capsys.readouterr().err
     torch.set_num_threads(threads)
+
+
+# ===================================================== beam search keeps finished hypotheses (issue 19.1)
+B_ = 5
+# EOS at step 0 scores -0.5; two continuations then outscore it in both beam slots and end badly
+PUSHED_OUT = {0: {A: -0.1, EOS_ID: -0.5}, 1: {A: -0.1, B_: -0.2}, 2: {EOS_ID: -6.0}}
+
+
+def test_beam_keeps_a_finished_hypothesis_that_live_ones_push_out_of_the_beam():
+    """K=2, no length penalty: the empty summary ends at step 0 with -0.5; at step 1 'a a' (-0.2) and
+    'a b' (-0.3) fill both slots and end at step 2 with -6.2 / -6.3. The finished -0.5 must win."""
+    cfg = DecodeConfig(beam_size=2, min_len=0, max_len=6, length_penalty=0.0, length_penalty_style="none")
+    out, scores = beam_search(_Scripted(PUSHED_OUT), random_batch(30, [3], [1]), cfg, return_scores=True)
+    assert out == [[]]
+    assert scores[0] == pytest.approx(-0.5)

@@ -258,7 +258,7 @@ def test_report_with_one_damaged_record_reports_the_others_and_names_it(finished
     assert "Left out, damaged files" in (R / "two" / "table.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("what", ["attention.json", "examples.json"])
+@pytest.mark.parametrize("what", ["attention.json", "examples.json", "scores.jsonl"])
 def test_report_with_a_damaged_side_file_leaves_that_run_out(finished, tmp_path, capsys, what):
     R = _copy_tree(finished, tmp_path / "R")
     bad = R / "two" / "a" / what

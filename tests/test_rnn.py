@@ -107,7 +107,8 @@ def test_shapes_of_forward_encode_and_decode_step(name, layers):
         assert state["mask"].shape == (B, S)
     lp, state2 = model.decode_step(state, batch.tgt_in[:, 0])
     assert lp.shape == (B, V)
-    assert state2.keys() == state.keys()
+    assert state2.keys() - {"logits"} == state.keys() - {"logits"}   # + the step's raw logits
+    torch.testing.assert_close(torch.log_softmax(state2["logits"].float(), -1), lp)
     assert all(state2[k].shape == state[k].shape for k in state)
 
 

@@ -15,7 +15,8 @@ from seq2seq_zoo.data.batching import collate
 from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from seq2seq_zoo.registry import MODELS, OBJECTIVES
 from seq2seq_zoo.train.loop import fit
-from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, _rollout, _text, scst_loss
+from seq2seq_zoo.decode import rollout
+from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, _text, scst_loss
 from seq2seq_zoo.train.rewards import RewardFunction, parse_reward
 
 CPU = torch.device("cpu")
@@ -36,7 +37,8 @@ def seq_mean_logp(model, batch, ids):
     tgt_in = tgt_in.masked_fill(tgt_in == EOS_ID, PAD_ID)
     b.tgt_in = tgt_in.masked_fill(tgt_in >= model.vocab_size, UNK_ID)
     b.tgt_out = ids
-    lp = model(b).log_probs
+    lp = model(b).log_probs.float()   # the sampling distribution: without <pad>/<bos>, renormalised
+    lp = lp.index_fill(-1, torch.tensor([PAD_ID, 2]), float("-inf")).log_softmax(-1)
     real = ids != PAD_ID
     tok = lp.gather(-1, ids.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return (tok * real).sum(1) / real.sum(1)
@@ -48,7 +50,7 @@ def test_gradient_raises_logp_of_sample_that_beats_greedy(sign):
     model.eval()  # no dropout: the teacher-forced check below sees the same function
     batch = collate(data[:3])
     g = torch.Generator().manual_seed(0)
-    ids, logp = _rollout(model, batch, 10, sample=True, generator=g)
+    ids, logp = rollout(model, batch, 10, sample=True, generator=g)
     with torch.no_grad():
         before = seq_mean_logp(model, batch, ids)
     assert torch.allclose(before, (logp * (ids != PAD_ID)).sum(1) / (ids != PAD_ID).sum(1), atol=1e-5)
@@ -94,19 +96,55 @@ def test_masking_after_eos_is_exact():
     ids = torch.tensor([[7, 8, EOS_ID, PAD_ID], [5, 6, 7, EOS_ID]])
     r_s, r_g = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     loss = scst_loss(logp, ids, r_s, r_g)
-    # ex 0: (0 - 1) * mean(-1, -2, -3) = 2; ex 1: (1 - 0) * mean(-.5 x4) = -0.5; batch mean 0.75
-    assert float(loss.detach()) == pytest.approx(0.75)
+    # ex 0: (0 - 1) * sum(-1, -2, -3) = 6; ex 1: (1 - 0) * sum(-.5 x4) = -2; batch mean 2
+    assert float(loss.detach()) == pytest.approx(2.0)
     garbage = logp.detach().clone()
     garbage[0, 3] = -1e6                               # whatever sits after EOS cannot matter
-    assert float(scst_loss(garbage, ids, r_s, r_g)) == pytest.approx(0.75)
+    assert float(scst_loss(garbage, ids, r_s, r_g)) == pytest.approx(2.0)
+    assert float(scst_loss(garbage, ids, r_s, r_g, reduce="mean")) == pytest.approx(0.75)
     loss.backward()
     assert logp.grad[0, 3] == 0.0 and logp.grad[0, 2] != 0.0
+
+
+def test_loss_sums_log_p_over_tokens_by_default_and_means_by_option():
+    """Paulus et al. eq. 15 / Rennie et al.: (r(y^) - r(y^s)) * sum_t log p(y^s_t) (issue 19.6)."""
+    logp = torch.tensor([[-1.0, -2.0, -3.0, 0.0], [-0.5, -0.5, -0.5, -0.5]])
+    ids = torch.tensor([[7, 8, EOS_ID, PAD_ID], [5, 6, 7, EOS_ID]])
+    r_s, r_g = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    # ex 0: (0 - 1) * (-6) = 6; ex 1: (1 - 0) * (-2) = -2; batch mean 2
+    assert float(scst_loss(logp, ids, r_s, r_g)) == pytest.approx(2.0)
+    assert float(scst_loss(logp, ids, r_s, r_g, reduce="sum")) == pytest.approx(2.0)
+    assert float(scst_loss(logp, ids, r_s, r_g, reduce="mean")) == pytest.approx(0.75)
+    assert TrainConfig().rl_logp == "sum"
+
+
+def test_sampling_never_draws_pad_or_bos():
+    """<pad> and <bos> are never valid outputs: they are masked out of the sampling distribution, and
+    log p is that of the distribution sampled from (renormalised without them)."""
+    from seq2seq_zoo.data.vocab import BOS_ID
+    vocab, data, model, cfg = setup(seed=1)
+    with torch.no_grad():
+        model.output[-1].bias[PAD_ID] += 10.0           # P_vocab's second layer (See et al.'s eq. 4)
+        model.output[-1].bias[BOS_ID] += 10.0
+    batch = collate(data[:8])
+    ids, logp = rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
+    for row in ids.tolist():
+        k = row.index(EOS_ID) if EOS_ID in row else len(row)
+        assert PAD_ID not in row[:k] and BOS_ID not in row
+    # the first step's log p is log_softmax over the distribution without <pad>/<bos>
+    with torch.no_grad():
+        lp0, _ = model.decode_step(model.encode(batch), torch.full((8,), BOS_ID))
+        lp0 = lp0.float()
+        assert lp0[:, [PAD_ID, BOS_ID]].exp().sum(-1).min() > 0.3       # without the mask they would be drawn
+        lp0[:, [PAD_ID, BOS_ID]] = float("-inf")
+        want = torch.log_softmax(lp0, -1).gather(1, ids[:, :1]).squeeze(1)
+    torch.testing.assert_close(logp[:, 0].detach(), want)
 
 
 def test_rollout_pads_after_eos_and_zeroes_logp():
     vocab, data, model, cfg = setup(seed=3)
     batch = collate(data[:4])
-    ids, logp = _rollout(model.eval(), batch, 15, sample=True, generator=torch.Generator().manual_seed(2))
+    ids, logp = rollout(model.eval(), batch, 15, sample=True, generator=torch.Generator().manual_seed(2))
     for row, lrow in zip(ids.tolist(), logp.tolist()):
         if EOS_ID in row:
             k = row.index(EOS_ID)
@@ -119,7 +157,7 @@ def test_reward_equals_rouge_score_on_decoded_strings():
     vocab, data, model, cfg = setup(rl_reward="0.25*rouge1+0.75*rougeL")
     batch = collate(data[:4])
     obj = SelfCritical(cfg=cfg, vocab=vocab)
-    ids, _ = _rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
+    ids, _ = rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
     got = obj.rewards(ids, batch)
     sc = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
     for i in range(4):

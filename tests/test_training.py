@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 
+import numpy as np
 import pytest
 import torch
 
@@ -148,6 +149,27 @@ def test_gradient_accumulation_equals_bigger_batch(tmp_path):
         torch.testing.assert_close(p1, p2, atol=1e-7, rtol=1e-5)
         moved += int(not torch.equal(p0, p1))
     assert moved > 0
+
+
+@pytest.mark.parametrize("accum", [4, 8])
+def test_accumulation_is_token_weighted_and_equals_the_union_batch(tmp_path, accum):
+    """4 micro-batches of one example each, with targets of 2, 5, 9 and 14 tokens, accumulated into one
+    update == one batch of the 4 (the token mean over the union), also when the group is cut short by
+    the end of the epoch (accum 8: 4 of 8 micro-batches; issue 19.4)."""
+    vocab, data = tiny_encoded(4)
+    for ex, n in zip(data, (1, 4, 8, 13)):          # + <eos> = 2, 5, 9, 14 target tokens
+        ex.tgt = np.resize(ex.tgt, n)
+        ex.tgt_ext = np.resize(ex.tgt_ext, n)
+    m1 = tiny_transformer(len(vocab), seed=4, max_src_len=64, max_tgt_len=24).train()
+    m2 = tiny_transformer(len(vocab), seed=4, max_src_len=64, max_tgt_len=24).train()
+    fit(m1, data, data, TrainConfig(epochs=1, batch_size=4, lr=1e-2, eps=1.0, precision="fp32", clip_norm=0), seed=0,
+        ckpt_dir=tmp_path / "1", device=CPU, **quiet)
+    st = fit(m2, data, data, TrainConfig(epochs=1, batch_size=1, accum_steps=accum, lr=1e-2, eps=1.0,
+                                         precision="fp32", clip_norm=0), seed=0, ckpt_dir=tmp_path / "2", device=CPU,
+             **quiet)
+    assert st.step == 1
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p1, p2, atol=1e-6, rtol=1e-5)
 
 
 def test_non_finite_loss_stops_with_a_clear_message(tmp_path):

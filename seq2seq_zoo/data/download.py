@@ -51,6 +51,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from seq2seq_zoo.errors import DownloadError
+from seq2seq_zoo.utils import atomic_write_bytes
+
 __all__ = [
     "DownloadError", "FileSpec", "DatasetSpec", "MANIFEST", "CONVERTERS",
     "download", "available", "source_url", "sha256_file", "MIRROR_ENV",
@@ -61,10 +64,6 @@ log = logging.getLogger(__name__)
 MIRROR_ENV = "ZOO_DATA_MIRROR"
 CHUNK = 1 << 16
 USER_AGENT = "seq2seq-zoo-data-download/0.1 (+python-urllib)"
-
-
-class DownloadError(RuntimeError):
-    """A download failed; the message is one line: what failed, which URL/file, and what to do."""
 
 
 @dataclass(frozen=True)
@@ -722,14 +721,5 @@ def _build_and_place(f: FileSpec, data: bytes, url: str, folder: Path, ctx: _Ctx
         raise DownloadError(
             f"{ctx.spec.name}: checksum mismatch for {f.name} built from {url}: expected sha256 {f.sha256}, "
             f"got {actual}; nothing was written. If it persists, the source changed: {ctx.hint(names)}")
-    fd, tmp = _tmp_path(folder, f.name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, folder / f.name)
-    except BaseException:
-        _unlink(tmp)
-        raise
+    atomic_write_bytes(folder / f.name, data)
     _say(f"{ctx.spec.name}: {f.name} ok (sha256 verified)", progress)

@@ -272,16 +272,19 @@ PE_KINDS = ("learned", "sinusoidal", "sinusoidal_tmax")
 class PositionalEncoding(nn.Module):
     """Adds position information: a learned table, or the fixed sinusoid with base 10000 or T_max."""
 
-    def __init__(self, kind: str, d_model: int, max_len: int, tmax: int | None = None):
+    def __init__(self, kind: str, d_model: int, max_len: int, tmax: int | None = None, init_std: float = 1.0):
+        """tmax: the base of ``sinusoidal_tmax`` (default: this table's own length); init_std: the std of
+        the learned table's N(0, init_std^2) initialisation."""
         super().__init__()
         if kind not in PE_KINDS:
             raise ValueError(f"pe must be one of {PE_KINDS}, not {kind!r}")
         self.kind, self.max_len = kind, max_len
+        self.base = None
         if kind == "learned":
-            self.table = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+            self.table = nn.Parameter(torch.randn(max_len, d_model) * init_std)
         else:
-            base = 10000.0 if kind == "sinusoidal" else float(tmax or max_len)
-            self.register_buffer("table", sinusoidal_table(max_len, d_model, base), persistent=False)
+            self.base = 10000.0 if kind == "sinusoidal" else float(tmax or max_len)
+            self.register_buffer("table", sinusoidal_table(max_len, d_model, self.base), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         T = x.size(1)

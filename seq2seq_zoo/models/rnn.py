@@ -245,8 +245,10 @@ class GRUSeq2Seq(_Recurrent):
         (h,) = self._from_state(state)
         y = self.drop(self.tgt_embed(self.feed(prev))).unsqueeze(1)
         s, h = self.decoder(y, h)
-        log_probs = log_softmax_fp32(self.output(self.drop(s[:, 0])))
-        return log_probs, self._to_state((h,))
+        logits = self.output(self.drop(s[:, 0]))
+        state = self._to_state((h,))
+        state["logits"] = logits  # for the decoder's repetition penalty (taken out before reorder)
+        return log_softmax_fp32(logits), state
 
 
 class _Attentional(_Recurrent):
@@ -267,6 +269,7 @@ class _Attentional(_Recurrent):
 
     attention: AdditiveAttention
     has_attention = True
+    cross_attention = ATTENTION_NAME
 
     def decoder_modules(self):
         return [self.decoder, self.attention]
@@ -298,7 +301,10 @@ class _Attentional(_Recurrent):
     def _distribution(self, feats, a, extra, enc) -> tuple[torch.Tensor, torch.Tensor | None]:
         """log p(y_t | ...) over the output width, and p_gen if the model has one. Leading dims of
         ``feats`` / ``a`` are (B, T) in teacher forcing and (B,) in a decoding step."""
-        return log_softmax_fp32(self.output(self.drop(feats))), None
+        logits = self.output(self.drop(feats))
+        if feats.dim() == 2:  # a decoding step: the raw logits for the decoder's repetition penalty
+            enc["logits"] = logits
+        return log_softmax_fp32(logits), None
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
         enc = self.encode(batch)
@@ -332,8 +338,8 @@ class _Attentional(_Recurrent):
             new["p_gen"] = p_gen
         return log_probs, new
 
-    def attention_maps(self, batch):
-        return self.forward(batch, need_attention=True).attention
+    def attention_coverage(self, state):
+        return state["cov"], state["mask"]
 
 
 @register_model("bahdanau")

@@ -43,7 +43,7 @@ class TransformerOutput(StepOutput):
             self._log_probs = value
 
     def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
-        """(sum of training loss, sum of NLL, tokens), as ``objectives.token_losses(self.log_probs, ...)``."""
+        """(sum of training loss, sum of NLL, tokens), as ``base.token_losses(self.log_probs, ...)``."""
         dev, enabled, dtype = self._autocast
         with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
             return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
@@ -122,10 +122,10 @@ class DecoderLayer(nn.Module):
 class Encoder(nn.Module):
     def __init__(self, vocab_size, d_model=512, heads=8, layers=6, d_ff=2048, dropout=0.1, pe="sinusoidal",
                  max_len=512, pre_ln=False, key_dim=None, attn_dropout=None, pe_tmax=None, activation="relu",
-                 embedding: Embeddings | None = None):
+                 embedding: Embeddings | None = None, pe_init_std=1.0):
         super().__init__()
         self.embed = embedding or Embeddings(vocab_size, d_model)
-        self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax)
+        self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax, pe_init_std)
         self.drop = Dropout(dropout)
         self.layers = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout, pre_ln, key_dim, attn_dropout,
                                                  activation) for _ in range(layers))
@@ -147,10 +147,10 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     def __init__(self, vocab_size, d_model=512, heads=8, layers=6, d_ff=2048, dropout=0.1, pe="sinusoidal",
                  max_len=128, pre_ln=False, key_dim=None, attn_dropout=None, pe_tmax=None, activation="relu",
-                 embedding: Embeddings | None = None):
+                 embedding: Embeddings | None = None, pe_init_std=1.0):
         super().__init__()
         self.embed = embedding or Embeddings(vocab_size, d_model)
-        self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax)
+        self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax, pe_init_std)
         self.drop = Dropout(dropout)
         self.layers = nn.ModuleList(DecoderLayer(d_model, heads, d_ff, dropout, pre_ln, key_dim, attn_dropout,
                                                  activation) for _ in range(layers))
@@ -180,18 +180,34 @@ class Transformer(Seq2Seq):
     def __init__(self, vocab_size: int, d_model: int = 512, d_ff: int = 2048, heads: int = 8, layers: int = 6,
                  enc_layers: int | None = None, dec_layers: int | None = None, key_dim: int | None = None,
                  dropout: float = 0.1, attn_dropout: float = 0.0, pe: str = "sinusoidal",
-                 pe_tmax: int | None = None, pre_ln: bool = False, tie_embeddings: bool = True,
+                 pe_tmax: int | None = None, pe_tmax_rule: str = "shared", pe_init_std: float = 1.0,
+                 pre_ln: bool = False, tie_embeddings: bool = True,
                  activation: str = "relu", max_src_len: int = 512, max_tgt_len: int = 128):
+        """pe_tmax_rule (``sinusoidal_tmax`` without ``pe_tmax``): "shared" = one T_max for both sides, the
+        longest position either table holds (max(max_src_len, max_tgt_len + 1), the source length in
+        practice: the paper's T_x); "per_side" = each side's own maximum length. ``pe_tmax`` sets T_max
+        for both sides. pe_init_std: std of the learned tables at initialisation; 1.0 = the std of the
+        scaled token embeddings they are added to (N(0, 1/d) times sqrt(d)), as BERT and GPT-2 start
+        their position and token tables alike."""
         super().__init__()
+        if pe_tmax_rule not in ("shared", "per_side"):
+            raise ValueError(f"pe_tmax_rule must be 'shared' or 'per_side', not {pe_tmax_rule!r}")
         self.vocab_size, self.d_model = vocab_size, d_model
+        # +1: the decoder input is <bos> + target, one longer than the truncated target
+        src_len, tgt_len = max_src_len, max_tgt_len + 1
+        tmax_src = tmax_tgt = pe_tmax or (max(src_len, tgt_len) if pe_tmax_rule == "shared" else None)
+        self.pe_rule = ("learned table, N(0, %g^2) at initialisation" % pe_init_std if pe == "learned" else
+                        "sin/cos, base 10000" if pe == "sinusoidal" else
+                        f"sin/cos, base T_max ({'pe_tmax' if pe_tmax else pe_tmax_rule})")
         kw = dict(d_model=d_model, heads=heads, d_ff=d_ff, dropout=dropout, pe=pe, pre_ln=pre_ln,
-                  key_dim=key_dim, attn_dropout=attn_dropout, pe_tmax=pe_tmax, activation=activation)
+                  key_dim=key_dim, attn_dropout=attn_dropout, activation=activation, pe_init_std=pe_init_std)
+        self.pe_init_std = pe_init_std
         src_emb = Embeddings(vocab_size, d_model)
         tgt_emb = src_emb if tie_embeddings else Embeddings(vocab_size, d_model)
-        # +1: the decoder input is <bos> + target, one longer than the truncated target
-        self.encoder = Encoder(vocab_size, layers=enc_layers or layers, max_len=max_src_len, embedding=src_emb, **kw)
-        self.decoder = Decoder(vocab_size, layers=dec_layers or layers, max_len=max_tgt_len + 1,
-                               embedding=tgt_emb, **kw)
+        self.encoder = Encoder(vocab_size, layers=enc_layers or layers, max_len=src_len, embedding=src_emb,
+                               pe_tmax=tmax_src, **kw)
+        self.decoder = Decoder(vocab_size, layers=dec_layers or layers, max_len=tgt_len, embedding=tgt_emb,
+                               pe_tmax=tmax_tgt, **kw)
         self.generator = nn.Linear(d_model, vocab_size)
         if tie_embeddings:  # three-way weight tying (section 3.4)
             self.generator.weight = src_emb.weight
@@ -202,6 +218,14 @@ class Transformer(Seq2Seq):
         for name, p in self.named_parameters():
             if p.dim() > 1 and "embed" not in name and "pe.table" not in name and p is not self.generator.weight:
                 nn.init.xavier_uniform_(p)
+
+    def model_rules(self) -> dict:
+        """The positional-encoding rule and bases, for the run record and the tables' settings."""
+        out = {"pe_rule": self.pe_rule,
+               "pe_base": {"encoder": self.encoder.pe.base, "decoder": self.decoder.pe.base}}
+        if self.encoder.pe.kind == "learned":
+            out = {"pe_rule": self.pe_rule, "pe_init_std": self.pe_init_std}
+        return out
 
     def components(self):
         emb = list({id(p): p for p in list(self.encoder.embed.parameters()) + list(self.decoder.embed.parameters())}.values())
@@ -238,8 +262,10 @@ class Transformer(Seq2Seq):
         kv_rows = None if group == 1 else (group or state["row"])
         h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
                             caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
-        log_probs = log_softmax_fp32(self.generator(h[:, -1]))
+        logits = self.generator(h[:, -1])
+        log_probs = log_softmax_fp32(logits)
         state["t"] = state["t"] + 1
+        state["logits"] = logits  # for the decoder's repetition penalty (taken out before reorder)
         return log_probs, state
 
     def reorder(self, state, index):
@@ -262,6 +288,10 @@ class Transformer(Seq2Seq):
         out["group"] = group
         return out
 
-    def attention_maps(self, batch):
-        """All attention weights for one teacher-forced pass (plots)."""
-        return self.forward(batch, need_attention=True).attention
+    @property
+    def cross_attention(self) -> str:
+        """The last decoder layer's source-target attention (the report's heat map)."""
+        return f"decoder_layer{len(self.decoder.layers)}_block2_decenc_att"
+
+    def positional_tables(self):
+        return {name: mod.table for name, mod in self.named_modules() if isinstance(mod, PositionalEncoding)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from seq2seq_zoo.report import extras, finetune, plots
+from seq2seq_zoo.report import extras, finetune, plots, significance
 from seq2seq_zoo.report.tables import fmt, params_table, results_table, to_markdown, val_loss_table
 from seq2seq_zoo.results import load_records
 from seq2seq_zoo.utils import DamagedFile, atomic_write_text, hardware_str
@@ -47,6 +47,14 @@ def _decode_line(dec: dict) -> str:
     return extras.describe(dec)  # every option; the length penalty as its exact formula
 
 
+def _rules_text(r: dict) -> str:
+    """The model's own rules from its record (positional-encoding bases, pointer variant, ...)."""
+    def val(v):
+        return ", ".join(f"{k} {val(x)}" for k, x in v.items()) if isinstance(v, dict) else \
+            f"{v:g}" if isinstance(v, float) else str(v)
+    return "; ".join(f"{k}: {val(v)}" for k, v in (r.get("model_rules") or {}).items())
+
+
 def _settings_lines(records: list[dict]) -> list[str]:
     lines = [f"- **Dataset**: {text}{_for(runs, records)}" for text, runs in _grouped(records, _data_line)]
     metrics = list(dict.fromkeys(m for r in records for m in r["eval"]["settings"]))
@@ -57,8 +65,20 @@ def _settings_lines(records: list[dict]) -> list[str]:
         for t, runs in _grouped(records, text):
             if t:
                 lines.append(f"- **{name}**: {t}{_for(runs, records)}")
-    for t, runs in _grouped(records, lambda r: _decode_line(r["eval"]["decode"])):
-        lines.append(f"- **Decoding**: {t}{_for(runs, records)}")
+    for t, runs in _grouped(records, lambda r: "" if r.get("baseline") else _decode_line(r["eval"]["decode"])):
+        if t:
+            lines.append(f"- **Decoding**: {t}{_for(runs, records)}")
+    for r in records:
+        if r.get("baseline"):
+            b = r["baseline"]
+            lines.append(f"- **Baseline {r['run']}** ({'upper bound' if b.get('upper_bound') else 'no training'}): "
+                         f"{b.get('describe', r['model'])}")
+    for t, runs in _grouped(records, _rules_text):
+        if t:
+            lines.append(f"- **Model rules**: {t}{_for(runs, records)}")
+    for t, runs in _grouped(records, lambda r: r.get("stale") or ""):
+        if t:
+            lines.append(f"- **Stale**: {t}{_for(runs, records)}")
     for r in records:
         e = r.get("embeddings")
         if e and e.get("embeddings") != "random":
@@ -118,10 +138,14 @@ def _build(exp_dir: Path, warn) -> list[Path]:
         raise FileNotFoundError(f"{exp_dir}: no run records (*/record.json)")
     written: list[Path] = []
     rows, stale = extras.with_decodes(records)  # + re-decoded variants ([[decode]], zoo eval --decode)
-    df = results_table(rows)
-    md = to_markdown(fmt(df))
+    df = results_table(rows)                     # one row per seed: table.csv
+    groups = significance.group_rows(rows)       # one row per run: mean ± sd over seeds, CIs, LEAD mark
+    gdf = significance.grouped_table(df, rows, groups)
+    md = to_markdown(gdf)
+    lead_line = significance.lead_sentence(groups)
+    judged = significance.judge_all(exp_dir, groups, records)
     vl = val_loss_table(records)
-    notes = _settings_lines(records) + extras.variant_lines(rows, stale)
+    notes = _settings_lines(records) + [significance.ci_note(groups)] + extras.variant_lines(rows, stale)
     if damaged:
         notes.append("- **Left out, damaged files**: " + "; ".join(
             Path(m.split(":", 1)[0]).relative_to(exp_dir).parts[0] if Path(m.split(":", 1)[0]).is_relative_to(exp_dir)
@@ -133,16 +157,17 @@ def _build(exp_dir: Path, warn) -> list[Path]:
         for path, text in ((exp_dir / "table_splits.md", t1_md), (exp_dir / "table_splits.csv", t1.to_csv(index=False))):
             atomic_write_text(path, text)
             written.append(path)
-    for path, text in ((exp_dir / "table.md", md + "\n" + "\n".join(notes) + "\n"),
+    for path, text in ((exp_dir / "table.md", lead_line + "\n\n" + md + "\n" + "\n".join(notes) + "\n"),
                        (exp_dir / "table.csv", df.to_csv(index=False)),
-                       (exp_dir / "table.tex", fmt(df).to_latex(index=False, escape=True, caption=caption,
+                       (exp_dir / "table.tex", gdf.to_latex(index=False, escape=True, caption=caption,
                                                                 label=f"tab:{records[0]['experiment']}")),
                        (exp_dir / "val_loss.csv", vl.to_csv())):
         atomic_write_text(path, text)
         written.append(path)
     pdir = exp_dir / "plots"
     pdir.mkdir(exist_ok=True)
-    figs = [plots.val_loss(records, pdir / "val_loss.png"), plots.lr_schedule(records, pdir / "lr_schedule.png"),
+    figs = [plots.scores(groups, pdir / "scores.png"),
+            plots.val_loss(records, pdir / "val_loss.png"), plots.lr_schedule(records, pdir / "lr_schedule.png"),
             plots.positional(records, pdir / "positional_encodings.png"),
             *[plots.attention(r, pdir / f"attention_{r['run']}.png") for r in records],
             finetune.val_metric_plot(records, pdir / "val_score.png")]
@@ -163,7 +188,8 @@ def _build(exp_dir: Path, warn) -> list[Path]:
         *([r0["spec"]["description"], ""] if r0["spec"].get("description") else []),
         "Generated by `zoo report` from the run records in this folder; do not edit by hand "
         "(put findings in NOTES.md, which is included below).", "",
-        "## Results", "", md, "",
+        "## Results", "", lead_line, "", md, "",
+        *significance.findings_markdown(judged),
         *(["## Evaluation split and training sample (the seeds' Table 1 layout)", "", t1_md] if t1_md else []),
         *tuning,
         "## Validation loss per epoch (token NLL)", "", to_markdown(fmt(vl, 4)), "",
@@ -179,7 +205,12 @@ def _build(exp_dir: Path, warn) -> list[Path]:
         "- `<run>/predictions_train_sample.jsonl`, `<run>/examples.json`: the training sample's predictions "
         "(`eval.train_sample`) and the shown examples; `<run>/decodes/<name>/`: the same for each decoding "
         "variant (record.json, predictions.jsonl).",
-        "- `table.md|csv|tex`, `val_loss.csv`, `plots/`: rebuilt by `zoo report`.",
+        "- `<run>/scores.jsonl`: per test example, every metric's value (ROUGE F1 x 100 per reference rule, "
+        "BERTScore F1, repetition, UNK ratio, length), for confidence intervals and paired tests without "
+        "re-scoring.",
+        "- `experiment.json`: the `[[findings]]` declared in the experiment file; `findings.json`: their verdicts.",
+        "- `table.md|tex`: one row per run (mean ± sd over seeds, 95% CIs); `table.csv`: one row per seed; "
+        "`val_loss.csv`, `plots/`: rebuilt by `zoo report`.",
         findings,
     ])
     atomic_write_text(exp_dir / "README.md", readme)

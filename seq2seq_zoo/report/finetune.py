@@ -83,6 +83,14 @@ def init_table(records: list[dict]) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if rows else None
 
 
+def _rl_rule(s: dict) -> str:
+    """How the RL term was taken: records made before issue 19 averaged log p and sampled every token."""
+    if s.get("rl_logp") is None:
+        return "loss_rl with mean_t log p(sample), <pad>/<bos> not masked in sampling (before issue 19)"
+    how = "sum_t log p(sample) (Paulus et al. eq. 15)" if s["rl_logp"] == "sum" else "mean_t log p(sample)"
+    return f"loss_rl with {how}; sampling {s.get('sampling')}"
+
+
 def objective_lines(records: list[dict]) -> list[str]:
     """One line per run with objective statistics (SCST: rewards, share of step time in rewards)."""
     out = []
@@ -93,7 +101,7 @@ def objective_lines(records: list[dict]) -> list[str]:
         share = s.get("reward_seconds", 0.0) / max(r["train"]["train_seconds"], 1e-9)
         out.append(f"- **{r['run']}** ({r['train'].get('objective')}): {s.get('steps')} updates; mean sample reward "
                    f"{s.get('mean_sample_reward', 0):.4f}, mean greedy reward {s.get('mean_greedy_reward', 0):.4f}; "
-                   f"gamma {s.get('gamma_start')} -> {s.get('gamma_end')}; reward computation "
+                   f"gamma {s.get('gamma_start')} -> {s.get('gamma_end')}; {_rl_rule(s)}; reward computation "
                    f"{s.get('reward_seconds', 0):.1f} s = {100 * share:.1f}% of training time; "
                    f"best validation {r['train'].get('val_metric')} {100 * (r['train'].get('best_score') or 0):.2f} "
                    f"at update {r['train']['best_step']}")

@@ -21,25 +21,79 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def val_loss(records: list[dict], path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+def val_loss(records: list[dict], path: Path) -> Path | None:
+    """Loss per epoch; a run trained with several seeds is one line (the mean) with a band (min-max
+    over seeds). Baselines, which have no training, are left out."""
+    import re
+    groups: dict[str, list[dict]] = {}
     for r in records:
-        h = r["train"]["history"]
-        ax.plot([x["epoch"] for x in h], [x.get("val_loss") for x in h], marker="o", label=f"{r['run']} (val)")
-        ax.plot([x["epoch"] for x in h], [x.get("train_loss") for x in h], ls="--", alpha=0.5,
-                color=ax.lines[-1].get_color(), label=f"{r['run']} (train)")
+        if r["train"].get("history"):
+            groups.setdefault(re.sub(rf"-seed{r['seed']}$", "", r["run"]), []).append(r)
+    if not groups:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for name, rs in groups.items():
+        for key, style in (("val_loss", dict(marker="o")), ("train_loss", dict(ls="--", alpha=0.5))):
+            n = min(len(r["train"]["history"]) for r in rs)  # epochs every seed reached (early stopping)
+            ep = [h["epoch"] for h in rs[0]["train"]["history"][:n]]
+            v = np.array([[np.nan if h.get(key) is None else h[key] for h in r["train"]["history"][:n]] for r in rs],
+                         dtype=float)
+            kw = dict(style, color=ax.lines[-1].get_color()) if key == "train_loss" else style
+            seeds = f", {len(rs)} seeds" if len(rs) > 1 else ""
+            ax.plot(ep, np.nanmean(v, 0), label=f"{name} ({'val' if key == 'val_loss' else 'train'}{seeds})", **kw)
+            if len(rs) > 1:
+                ax.fill_between(ep, np.nanmin(v, 0), np.nanmax(v, 0), color=ax.lines[-1].get_color(), alpha=0.15)
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss (token NLL; train includes label smoothing)")
-    ax.set_title(f"{records[0]['experiment']}: loss per epoch")
+    ax.set_title(f"{records[0]['experiment']}: loss per epoch" + (" (bands: min-max over seeds)"
+                                                                   if any(len(v) > 1 for v in groups.values()) else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
 
 
-def lr_schedule(records: list[dict], path: Path) -> Path:
+def scores(groups, path: Path, metrics=(("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))) -> Path | None:
+    """Bar chart of ROUGE per run with 95% bootstrap CIs as error bars (seeds pooled per example), the
+    LEAD row as a dashed line per metric; oracle rows hatched (an upper bound, not a system)."""
+    from seq2seq_zoo.report.significance import ci_of, lead_group
+    groups = [g for g in groups if g.mean("rouge1") is not None]
+    if not groups:
+        return None
+    lead = lead_group(groups)
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.55 * len(groups) * len(metrics)), 4))
+    width = 0.8 / len(metrics)
+    x = np.arange(len(groups))
+    for k, (key, label) in enumerate(metrics):
+        means = np.array([g.mean(key) or 0.0 for g in groups])
+        err = np.zeros((2, len(groups)))
+        for j, g in enumerate(groups):
+            b = ci_of(g, key)
+            if b is not None:
+                err[:, j] = [max(means[j] - b[0], 0), max(b[1] - means[j], 0)]
+        bars = ax.bar(x + (k - (len(metrics) - 1) / 2) * width, means, width, yerr=err, capsize=2, label=label)
+        for j, g in enumerate(groups):
+            if g.kind == "upper bound":
+                bars[j].set_hatch("//")
+        if lead is not None and lead.mean(key) is not None:
+            ax.axhline(lead.mean(key), ls="--", lw=0.8, color=bars[0].get_facecolor())
+    ax.set_xticks(x)
+    ax.set_xticklabels([g.label + (f" ({len(g.rows)} seeds)" if len(g.rows) > 1 else "") for g in groups],
+                       rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("F1 x 100")
+    ax.set_title("test scores with 95% bootstrap CIs" + ("; dashed: the LEAD row" if lead is not None else ""),
+                 fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def lr_schedule(records: list[dict], path: Path) -> Path | None:
+    records = [r for r in records if r.get("lr_curve")]
+    if not records:
+        return None
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for r in records:
-        c = np.array(r.get("lr_curve") or [[0, 0]])
+        c = np.array(r["lr_curve"])
         ax.plot(c[:, 0], c[:, 1], label=r["run"])
     ax.set_xlabel("update step")
     ax.set_ylabel("learning rate")
@@ -75,7 +129,9 @@ def attention(record: dict, path: Path, max_src: int = 80) -> Path | None:
     if not p.exists():
         return None
     a = json.loads(p.read_text())
-    name = next((k for k in a["maps"] if "decenc" in k), None)
+    # the map the model names with its ``cross_attention`` hook; files written before the field existed:
+    # the Transformer's and RNNs' naming ("..._decenc_att")
+    name = a["cross_attention"] if "cross_attention" in a else next((k for k in a["maps"] if "decenc" in k), None)
     if name is None:
         return None
     m = np.array(a["maps"][name])[:, :max_src]

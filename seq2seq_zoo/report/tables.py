@@ -17,21 +17,25 @@ def results_table(records: list[dict]) -> pd.DataFrame:
     keys = sorted({k for o in opts for k in o})
     varying = [k for k in keys if len({repr(o.get(k)) for o in opts}) > 1]
     datasets = {r["data"]["dataset"] for r in records}
+    trained = [x for x in records if not x.get("baseline")] or records
     rows = []
     for r, o in zip(records, opts):
+        base = bool(r.get("baseline"))  # an extractive baseline: no training, no decoder
         sc = r["eval"]["scores"]
         tr = r["train"]
         row = {"run": r["run"]}
         if any("_decode" in x for x in records):  # re-decoded variants ([[decode]], zoo eval --decode)
             row["decode"] = r.get("_decode", "default")
-        if len({decode_label(x["eval"]["decode"]) for x in records}) > 1:
-            row["decoding"] = decode_label(r["eval"]["decode"])
+        if len({decode_label(x["eval"]["decode"]) for x in trained}) > 1 or len(trained) < len(records):
+            row["decoding"] = "extractive" if base else decode_label(r["eval"]["decode"])
         if len(datasets) > 1:
             row["dataset"] = r["data"]["dataset"]
         row["model"] = r["model"]
         for k in varying:
-            row[k] = o.get(k, "")
-        row.update(_varying_settings(r, records))  # schedule, label smoothing, lengths, ... where runs differ
+            v = o.get(k, "")
+            row[k] = ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else v
+        # schedule, label smoothing, lengths, ... where the trained runs differ
+        row.update({k: ("" if base and k != "dataset" else v) for k, v in _varying_settings(r, trained).items()})
         row["seed"] = r["seed"]
         row["params"] = r["params"]["total"]
         for key, label in SCORE_COLUMNS:
@@ -42,8 +46,8 @@ def results_table(records: list[dict]) -> pd.DataFrame:
             row["p_gen"] = copying["p_gen_mean"]
             row["copied OOV"] = copying["copied_oov_share"]
         row["best val loss"] = tr["best_val_loss"]
-        row["epochs"] = tr["epochs_run"]
-        row["train min"] = tr["train_seconds"] / 60
+        row["epochs"] = None if base else tr["epochs_run"]
+        row["train min"] = None if base else tr["train_seconds"] / 60
         row["tok/s"] = tr["tokens_per_s"]
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -91,7 +95,8 @@ def decode_label(d: dict) -> str:
         f"beam {d['beam_size']}, lp " + ("none" if d["length_penalty_style"] == "none" or not d["length_penalty"]
                                          else f"{d['length_penalty_style']} {d['length_penalty']}"))
     text = (f"{head}, len {d['min_len']}-{d['max_len']}, no-repeat {d['no_repeat_ngram']}, "
-            f"rep. pen. {d['repetition_penalty']}")
+            f"rep. pen. {d['repetition_penalty']}"
+            + (f" {d.get('repetition_penalty_style', 'logprob')}" if d["repetition_penalty"] != 1.0 else ""))
     return text + (f", cov. pen. {d['coverage_penalty']}" if d.get("coverage_penalty") else "")
 
 
@@ -119,7 +124,7 @@ def _digits(col: str, default: int) -> int:
     col = str(col)
     if col.startswith("BERTScore") or "loss" in col or col.startswith("rep.") or col in ("UNK ratio", "copied OOV"):
         return 4
-    if col == "tok/s":
+    if col in ("tok/s", "epochs"):
         return 0
     if col == "p_gen":
         return 3

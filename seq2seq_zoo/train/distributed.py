@@ -48,6 +48,8 @@ from typing import Iterator, Sequence
 import torch
 
 from seq2seq_zoo.data.batching import Batch, collate, iterate as _iterate
+from seq2seq_zoo.errors import UserError
+from seq2seq_zoo.precision import autocast
 from seq2seq_zoo.utils import atomic_torch_save
 
 _CURRENT: "DDPContext | None" = None
@@ -119,7 +121,6 @@ class DDPContext:
         """This rank's device: cuda -> cuda:LOCAL_RANK; cpu stays cpu."""
         if wanted.type == "cuda":
             if self.local_world_size > torch.cuda.device_count():
-                from seq2seq_zoo.cli import UserError
                 raise UserError(f"{self.local_world_size} processes on this machine but {torch.cuda.device_count()} "
                                 "GPU(s): NCCL needs one GPU per process (use fewer processes, or --device cpu)")
             return torch.device("cuda", self.local_rank)
@@ -130,8 +131,6 @@ class DDPContext:
         one example (RNG state restored) finds parameters the forward leaves without gradients; only then
         does DDP pay for ``find_unused_parameters``. Ranks > 0 then draw their own dropout stream."""
         from torch.nn.parallel import DistributedDataParallel
-
-        from seq2seq_zoo.train.loop import autocast
 
         class _DDP(DistributedDataParallel):
             forwarded = False  # whether this batch's loss went through the DDP forward

@@ -4,7 +4,6 @@ early stopping. Every registered model and objective goes through it unchanged.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import signal
 import time
@@ -17,33 +16,13 @@ from tqdm.auto import tqdm
 
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
+from seq2seq_zoo.errors import TrainingStopped
+from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL
-from seq2seq_zoo.train.objectives import token_losses
-from seq2seq_zoo.utils import Preempted, UnsafeCheckpoint, cpu_has_fast_bf16, load_checkpoint, load_weights
-
-
-class TrainingStopped(RuntimeError):
-    """Training stopped early for a reason the user must see (non-finite loss, interrupt)."""
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """None = full fp32. 'auto' picks bf16 where the hardware runs it fast (AMX CPUs, Ampere+ GPUs)."""
-    if precision == "fp32":
-        return None
-    if precision == "bf16":
-        return torch.bfloat16
-    if precision == "fp16":
-        return torch.float16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_has_fast_bf16() else None
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+from seq2seq_zoo.train.objectives import _text, greedy_ids, token_losses
+from seq2seq_zoo.train.rewards import RewardFunction
+from seq2seq_zoo.utils import Preempted, UnsafeCheckpoint, load_checkpoint, load_weights
 
 
 @torch.no_grad()
@@ -116,7 +95,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     dtype = autocast_dtype(cfg.precision, device)
-    d_model = getattr(model, "d_model", None) or _guess_d_model(model)
+    d_model = model.schedule_dim()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(params, cfg, lr=lr_at(cfg, 1, d_model))
     # objectives that decode (SCST) need the vocabulary to score text
@@ -184,6 +163,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                        disable=None if progress else True, leave=False, dynamic_ncols=True)
             t0 = time.perf_counter()
             last_log = t0
+            group_tokens = 0   # target tokens of the accumulation group so far (groups start at updates)
             for k, batch in dist.iterate(train_data, batches, st.batch, cfg.accum_steps):
                 batch.to(device)
                 if hasattr(objective, "progress"):  # e.g. SCST's gamma ramp
@@ -191,7 +171,12 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 with autocast(device, dtype):
                     loss, stats = objective(net, batch)
                 loss, stats = dist.reduce(loss, stats, batch, interrupted)  # DDP: the global batch's loss
-                scaler.scale(loss / cfg.accum_steps).backward()
+                # accumulation weights each micro-batch's token mean by its target tokens, and the update
+                # divides by the group's total: the gradient of the token mean over the union of the group
+                # (as the DDP path weighs shards), also for a group cut short by the end of the epoch
+                accum = cfg.accum_steps > 1
+                scaler.scale(loss * stats["tokens"] if accum else loss).backward()
+                group_tokens += stats["tokens"]
                 loss_value = float(loss.detach())  # the loop's one host sync per step, after backward is queued
                 if not math.isfinite(loss_value):  # raised before the update: the weights stay as they were
                     kept = (f"the last good checkpoint is kept in {last}" if last.exists()
@@ -208,6 +193,9 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 st.batch = k + 1
                 if st.batch % cfg.accum_steps == 0 or st.batch == len(batches):
                     st.step += 1
+                    if accum:
+                        torch._foreach_div_([p.grad for p in params if p.grad is not None], float(max(group_tokens, 1)))
+                    group_tokens = 0
                     lr = lr_at(cfg, st.step, d_model)
                     for g in optimizer.param_groups:
                         g["lr"] = lr
@@ -313,8 +301,6 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
 def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> float:
     """Mean ``cfg.val_metric`` F1 (0-1) of greedy decodes (up to ``cfg.rl_max_len`` tokens) against the
     first reference."""
-    from seq2seq_zoo.train.objectives import _text, greedy_ids
-    from seq2seq_zoo.train.rewards import RewardFunction
     reward = RewardFunction(cfg.val_metric)
     total, n = 0.0, 0
     for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, shuffle=False)):
@@ -325,13 +311,6 @@ def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, de
         total += sum(reward(texts, [r[0] for r in batch.references]))
         n += batch.size
     return total / max(n, 1)
-
-
-def _guess_d_model(model) -> int | None:
-    for m in model.modules():
-        if isinstance(m, torch.nn.Embedding):
-            return m.embedding_dim
-    return None
 
 
 def _main_thread() -> bool:

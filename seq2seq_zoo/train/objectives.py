@@ -4,35 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID
+from seq2seq_zoo.decode import rollout
+from seq2seq_zoo.models.base import targets_for, token_losses  # noqa: F401 - the loss the objectives use
 from seq2seq_zoo.registry import register_objective
-
-
-def targets_for(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Targets the model can produce: extended ids beyond its output width become <unk>."""
-    return target.masked_fill(target >= log_probs.size(-1), UNK_ID)
-
-
-def token_losses(log_probs: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0,
-                 smooth_width: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Returns (sum of training loss, sum of NLL, number of target tokens), padding excluded.
-
-    Label smoothing: loss = (1 - eps) * NLL + eps * mean_{w in V} (-log p(w)), the uniform part taken
-    over the base vocabulary (``smooth_width`` columns), which is where every model puts mass.
-    """
-    target = targets_for(log_probs, target)
-    mask = target != PAD_ID
-    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    nll = nll.masked_fill(~mask, 0.0)
-    n = int(mask.sum())
-    nll_sum = nll.sum()
-    if label_smoothing > 0:
-        w = smooth_width or log_probs.size(-1)
-        uniform = -log_probs[..., :w].mean(-1).masked_fill(~mask, 0.0)
-        loss_sum = (1 - label_smoothing) * nll_sum + label_smoothing * uniform.sum()
-    else:
-        loss_sum = nll_sum
-    return loss_sum, nll_sum, n
+from seq2seq_zoo.train.rewards import RewardFunction, ids_to_text
 
 
 @register_objective("ce")
@@ -44,11 +20,7 @@ class CrossEntropy:
 
     def __call__(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(batch)
-        fused = getattr(out, "token_losses", None)  # a model's fused output layer + loss (same values)
-        if fused is not None:
-            loss_sum, nll_sum, n = fused(batch.tgt_out, self.label_smoothing, model.vocab_size)
-        else:
-            loss_sum, nll_sum, n = token_losses(out.log_probs, batch.tgt_out, self.label_smoothing, model.vocab_size)
+        loss_sum, nll_sum, n = out.token_losses(batch.tgt_out, self.label_smoothing, model.vocab_size)
         loss = loss_sum / max(n, 1)
         stats = {"nll_sum": float(nll_sum.detach()), "tokens": n}
         for name, aux in out.aux_losses.items():
@@ -63,47 +35,25 @@ def greedy_ids(model, batch, max_len: int) -> torch.Tensor:
     was = model.training
     model.eval()
     try:
-        ids, _ = _rollout(model, batch, max_len, sample=False)
+        ids, _ = rollout(model, batch, max_len, sample=False)
     finally:
         model.train(was)
     return ids
 
 
-def _rollout(model, batch, max_len: int, sample: bool, generator: torch.Generator | None = None):
-    """Decode step by step through the model's step interface. Returns ids (B, T) with PAD after EOS and,
-    when sampling, log p(y_t) (B, T) of the sampled tokens (0 at padding), with gradient."""
-    state = model.encode(batch)
-    B = batch.src.size(0)
-    device = batch.src.device
-    prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    ids, lps = [], []
-    for _ in range(max_len):
-        lp, state = model.decode_step(state, prev)
-        lp = lp.float()
-        if sample:  # multinomial, temperature 1
-            tok = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
-            lps.append(lp.gather(1, tok[:, None]).squeeze(1).masked_fill(done, 0.0))
-        else:
-            tok = lp.argmax(-1)
-        tok = tok.masked_fill(done, PAD_ID)           # nothing after EOS counts
-        ids.append(tok)
-        done = done | (tok == EOS_ID)
-        prev = tok.masked_fill(tok == PAD_ID, EOS_ID)
-        if bool(done.all()):
-            break
-    ids = torch.stack(ids, 1)
-    return ids, (torch.stack(lps, 1) if sample else None)
-
-
 def scst_loss(logp: torch.Tensor, sample_ids: torch.Tensor, r_sample: torch.Tensor,
-              r_greedy: torch.Tensor) -> torch.Tensor:
-    """loss_rl = mean_b (r(y^) - r(y^s)) * mean_t log p(y^s_t), over each sample's real tokens (its EOS
-    included, padding after it excluded). Minimising it raises log p(y^s) when the sample beats the greedy
-    baseline (r(y^s) > r(y^)) and lowers it otherwise (Rennie et al. 2017; Paulus et al. 2018, eq. 15)."""
+              r_greedy: torch.Tensor, reduce: str = "sum") -> torch.Tensor:
+    """loss_rl = mean_b (r(y^) - r(y^s)) * sum_t log p(y^s_t) (Paulus et al. 2018, eq. 15; Rennie et al.
+    2017), over each sample's real tokens (its EOS included, padding after it excluded); ``reduce =
+    "mean"`` takes mean_t instead (the records made before issue 19). Minimising it raises log p(y^s)
+    when the sample beats the greedy baseline (r(y^s) > r(y^)) and lowers it otherwise."""
     real = (sample_ids != PAD_ID).float()
-    mean_logp = (logp * real).sum(1) / real.sum(1).clamp(min=1)
-    return ((r_greedy - r_sample).to(mean_logp.dtype) * mean_logp).mean()
+    seq_logp = (logp * real).sum(1)
+    if reduce == "mean":
+        seq_logp = seq_logp / real.sum(1).clamp(min=1)
+    elif reduce != "sum":
+        raise ValueError(f"unknown rl_logp {reduce!r}")
+    return ((r_greedy - r_sample).to(seq_logp.dtype) * seq_logp).mean()
 
 
 @register_objective("scst")
@@ -112,14 +62,13 @@ class SelfCritical:
 
         loss = gamma * loss_rl + (1 - gamma) * loss_ce
 
-    y^s is sampled (multinomial, temperature 1) and y^ decoded greedily from the same model in the same
+    y^s is sampled (multinomial, temperature 1, <pad> and <bos> masked out) and y^ decoded greedily from the same model in the same
     step; the reward is ``train.rl_reward`` against the first reference. ``gamma`` is ``train.rl_gamma``,
     ramped linearly to ``train.rl_gamma_end`` over the run if that is set (the seed: 0.9 -> 1.0). Any model
     with the step interface works; the loop passes it the vocabulary to turn ids into text.
     """
 
     def __init__(self, label_smoothing: float = 0.0, cfg=None, vocab=None, **_):
-        from seq2seq_zoo.train.rewards import RewardFunction
         if vocab is None or cfg is None:
             raise ValueError("the scst objective needs the training config and the vocabulary")
         self.ce = CrossEntropy(label_smoothing)
@@ -127,6 +76,7 @@ class SelfCritical:
         self.gamma0 = cfg.rl_gamma
         self.gamma1 = cfg.rl_gamma if cfg.rl_gamma_end is None else cfg.rl_gamma_end
         self.max_len = cfg.rl_max_len
+        self.logp_reduce = getattr(cfg, "rl_logp", "sum")
         self.reward = RewardFunction(cfg.rl_reward, cfg.rl_repetition_penalty)
         self.progress = 0.0  # share of the run done; the loop sets it before each step
         self.totals = {"steps": 0, "reward_seconds": 0.0, "sample_reward": 0.0, "greedy_reward": 0.0,
@@ -145,11 +95,11 @@ class SelfCritical:
         model = getattr(model, "module", model)   # the step interface, not a DDP wrapper
         gamma = self.gamma
         greedy = greedy_ids(model, batch, self.max_len)
-        sample, logp = _rollout(model, batch, self.max_len, sample=True)
+        sample, logp = rollout(model, batch, self.max_len, sample=True)
         t0 = time.perf_counter()
         r_s, r_g = self.rewards(sample, batch), self.rewards(greedy, batch)
         self.totals["reward_seconds"] += time.perf_counter() - t0
-        loss_rl = scst_loss(logp, sample, r_s, r_g)
+        loss_rl = scst_loss(logp, sample, r_s, r_g, self.logp_reduce)
         if gamma < 1.0:
             loss_ce, stats = self.ce(model, batch)
             loss = gamma * loss_rl + (1.0 - gamma) * loss_ce
@@ -169,11 +119,11 @@ class SelfCritical:
         t, n = self.totals, max(self.totals["examples"], 1)
         return {"steps": t["steps"], "reward_seconds": t["reward_seconds"], "mean_sample_reward": t["sample_reward"] / n,
                 "mean_greedy_reward": t["greedy_reward"] / n, "mean_sample_len": t["sample_len"] / n,
-                "gamma_start": self.gamma0, "gamma_end": self.gamma1}
+                "gamma_start": self.gamma0, "gamma_end": self.gamma1, "rl_logp": self.logp_reduce,
+                "sampling": "multinomial, temperature 1, <pad>/<bos> masked out"}
 
 
 def _text(vocab, row: list[int], oovs) -> str:
-    from seq2seq_zoo.train.rewards import ids_to_text
     ids = []
     for i in row:
         if i in (EOS_ID, PAD_ID):

@@ -1,0 +1,210 @@
+"""News corpora: CNN/DailyMail (Hermann et al. 2015; See et al. 2017) and Inshorts news summary.
+
+``cnn_dailymail``: JSON Lines ``{id, article, highlights}`` (the Hugging Face 3.0.0 layout, highlight
+sentences separated by "\\n"), from ``<data_dir>/cnn_dailymail/cnn_dailymail.<split>*.jsonl`` (all files of a
+split, in name order: the staged train split is two files), or from the Hugging Face hub with ``hf``.
+
+``inshorts``: the Kaggle ``news_summary.csv`` (author, date, headlines, read_more, text, ctext). It has no
+splits: train / validation / test are drawn once over all rows with a fixed seed (see :func:`inshorts`).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from pathlib import Path
+
+import numpy as np
+
+from seq2seq_zoo.data.corpora import DataError, Example, ReadStats, _jsonl, _make, _note_file
+from seq2seq_zoo.registry import register_dataset
+
+# An article is a CNN story when its dateline carries "(CNN)" ("WASHINGTON (CNN) -- ...", "(CNN)The ...");
+# Daily Mail stories never do. The Hugging Face ids are SHA1 hashes of the story URLs, so the source
+# cannot be read from the id. On the staged files the rule keeps 412/500 of train.first500 (HF's train
+# split starts with CNN stories; those missed are CNN's partner stories such as "(Rolling Stone) --" and
+# "Editor's note:" opinion pieces), 209/822 of the tail file (mixed; none of the 300 Daily Mail bylines
+# "By . ... PUBLISHED:" is kept), 975/1,000 validation and 486/500 test articles.
+CNN_MARKER = "(CNN)"
+CNN_MARKER_CHARS = 300
+
+
+def _cnn_rows(data_dir: Path, split: str, stats: ReadStats, on_bad: str, hf: str, hf_config: str):
+    """(where, line or row number, object) for every row of the split."""
+    if hf:
+        from seq2seq_zoo.data.custom import hf_rows
+        where = f"hf:{hf}" + (f"/{hf_config}" if hf_config else "")
+        _note_file(stats, f"{where} split {split}")
+        for i, row in enumerate(hf_rows(hf, hf_config, split, {}, ""), 1):
+            yield where, i, row
+        return
+    folder = data_dir / "cnn_dailymail"
+    files = sorted(folder.glob(f"cnn_dailymail.{split}.*jsonl"))
+    if not files:
+        raise DataError(f"{folder}: no cnn_dailymail.{split}*.jsonl file (get the corpus with `zoo data download "
+                        f"cnn_dailymail`, or read the full corpus from the Hugging Face hub with "
+                        f"data.options.hf = \"abisee/cnn_dailymail\")")
+    for path in files:
+        _note_file(stats, path)
+        for lineno, obj in _jsonl(path, stats, on_bad):
+            yield path, lineno, obj
+
+
+def _cnn_check(options: dict):
+    for k in ("max_highlights", "max_source_words"):
+        if options.get(k, 0) < 0:
+            return k, f"{options[k]} must be >= 0 (0 = no limit)"
+    return None
+
+
+def _cnn_uses_dir(options: dict) -> bool:
+    return not options.get("hf")
+
+
+@register_dataset("cnn_dailymail")
+def cnn_dailymail(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
+                  cnn_only: bool = False, max_highlights: int = 0, max_source_words: int = 0, hf: str = "",
+                  hf_config: str = "3.0.0"):
+    """CNN/DailyMail (jsonl article/highlights/id or the HF hub); highlights kept one sentence a line.
+
+    cnn_only          keep only CNN stories: "(CNN)" in the first 300 characters of the article
+    max_highlights    keep the first k highlight sentences (0 = all)
+    max_source_words  truncate the article to its first k whitespace-separated words (0 = no limit)
+    hf, hf_config     read the split from the Hugging Face hub (e.g. "abisee/cnn_dailymail", "3.0.0")
+                      through ``datasets`` instead of the local files (``pip install -e ".[hf]"``)
+    """
+    stats = stats or ReadStats()
+    out = []
+    for where, lineno, obj in _cnn_rows(Path(data_dir), split, stats, on_bad, hf, hf_config):
+        missing = [k for k in ("article", "highlights") if k not in obj]
+        if missing:
+            if on_bad == "skip":
+                stats.skip("missing field")
+                continue
+            raise DataError(f"{where}:{lineno}: missing field '{missing[0]}' (has {', '.join(sorted(obj))}); "
+                            "a CNN/DailyMail row needs article and highlights")
+        article, highlights = obj["article"], obj["highlights"]
+        if cnn_only and isinstance(article, str) and CNN_MARKER not in article[:CNN_MARKER_CHARS]:
+            stats.skip(f"not a CNN story ('{CNN_MARKER}' not in its first {CNN_MARKER_CHARS} characters)")
+            continue
+        if isinstance(article, str) and max_source_words:
+            article = " ".join(article.split()[:max_source_words])
+        if isinstance(highlights, str):
+            sents = [h.strip() for h in highlights.split("\n") if h.strip()]
+            # one sentence a line: ROUGE-Lsum takes newlines as sentence boundaries
+            highlights = "\n".join(sents[:max_highlights] if max_highlights else sents)
+        id_ = obj.get("id")
+        stem = Path(str(where)).name.removesuffix(".jsonl")
+        ex = _make(stats, where, lineno, on_bad, id_ if id_ else f"{stem}-{lineno}", article, [highlights])
+        if ex is not None:
+            out.append(ex)
+    stats.notes["fields"] = {
+        "source": "article" + (f" (first {max_source_words} words)" if max_source_words else ""),
+        "target": "highlights, one sentence a line" + (f" (first {max_highlights})" if max_highlights else ""),
+        "id": "id (rows without one: <file>-<line>)"}
+    if cnn_only:
+        stats.notes["filter"] = f"CNN stories only: '{CNN_MARKER}' in the first {CNN_MARKER_CHARS} characters"
+    return out
+
+
+cnn_dailymail.check_options = _cnn_check
+cnn_dailymail.uses_data_dir = _cnn_uses_dir
+
+
+# ------------------------------------------------------------------------------------------- inshorts
+INSHORTS_FILES = ("news_summary.utf8.csv", "news_summary.csv")  # staged UTF-8 copy, or Kaggle's Latin-1 original
+
+
+def _inshorts_check(options: dict):
+    if options.get("target", "text") not in ("text", "headlines"):
+        return "target", f"{options['target']!r} is not one of text, headlines"
+    for k in ("min_source_chars", "min_summary_chars"):
+        if options.get(k, 0) < 0:
+            return k, f"{options[k]} must be >= 0"
+    fr = options.get("split_fractions")
+    if fr is not None and (len(fr) != 3 or any(f < 0 for f in fr) or abs(sum(fr) - 1) > 1e-6):
+        return "split_fractions", f"{fr!r} must be three fractions >= 0 (train, validation, test) that sum to 1"
+    return None
+
+
+def split_draw(n_rows: int, fractions: list[float], seed: int) -> dict[str, np.ndarray]:
+    """Row indices of train / validation / test: one seeded permutation of all ``n_rows`` rows, cut at the
+    fractions (validation and test rounded, train takes the rest). Drawn over every row of the file,
+    before any row is dropped, so filters and the target field never move a row to another split."""
+    perm = np.random.default_rng(seed).permutation(n_rows)
+    n_val, n_test = round(fractions[1] * n_rows), round(fractions[2] * n_rows)
+    n_train = n_rows - n_val - n_test
+    return {"train": np.sort(perm[:n_train]), "validation": np.sort(perm[n_train:n_train + n_val]),
+            "test": np.sort(perm[n_train + n_val:])}
+
+
+def _decode_csv(path: Path, stats: ReadStats) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        # Kaggle's original file is Latin-1; every byte string decodes as Latin-1, so this cannot fail
+        stats.notes["encoding"] = "latin-1 (the file is not UTF-8)"
+        return raw.decode("latin-1")
+
+
+@register_dataset("inshorts")
+def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
+             target: str = "text", min_source_chars: int = 0, min_summary_chars: int = 0,
+             split_fractions: list[float] = (0.9, 0.05, 0.05), split_seed: int = 0):
+    """Inshorts news summary (csv: source ctext; target text, or headlines); seeded 90/5/5 split.
+
+    target             "text" (the ~60-word summary) or "headlines"
+    min_source_chars   drop rows whose source is shorter (the published recipe: 50)
+    min_summary_chars  drop rows whose target is shorter (the published recipe: 10)
+    split_fractions    train / validation / test fractions of all rows (default 0.9, 0.05, 0.05)
+    split_seed         seed of the draw; the draw and each split's id hash go into the run record
+    """
+    stats = stats or ReadStats()
+    folder = Path(data_dir) / "inshorts"
+    path = next((folder / n for n in INSHORTS_FILES if (folder / n).is_file()), None)
+    if path is None:
+        raise DataError(f"{folder}: none of {', '.join(INSHORTS_FILES)} found (get it with `zoo data download "
+                        "inshorts`)")
+    _note_file(stats, path, {"source": "ctext", "target": target, "id": "inshorts-<row> (0-based data row)"})
+    reader = csv.reader(io.StringIO(_decode_csv(path, stats), newline=""))
+    header = next(reader, None) or []
+    for col in ("ctext", target):
+        if col not in header:
+            raise DataError(f"{path}:1: no column '{col}' in the header ({', '.join(header) or 'empty'}); "
+                            "expected the Kaggle news_summary.csv columns author, date, headlines, read_more, "
+                            "text, ctext")
+    rows: list[tuple[int, list[str] | None]] = []
+    for row in reader:
+        rows.append((reader.line_num, row))
+    fractions = list(split_fractions)
+    draw = split_draw(len(rows), fractions, split_seed)
+    src_i, tgt_i = header.index("ctext"), header.index(target)
+    out = []
+    for r in draw[split]:
+        lineno, row = rows[r]
+        if len(row) != len(header):
+            if on_bad == "skip":
+                stats.skip("malformed line")
+                continue
+            raise DataError(f"{path}:{lineno}: malformed CSV row ({len(row)} fields, the header has {len(header)}); "
+                            "fix the row or set data.on_bad = \"skip\"")
+        src, tgt = row[src_i], row[tgt_i]
+        if src.strip() and len(src.strip()) < min_source_chars:
+            stats.skip(f"source shorter than {min_source_chars} characters")
+            continue
+        if tgt.strip() and len(tgt.strip()) < min_summary_chars:
+            stats.skip(f"summary shorter than {min_summary_chars} characters")
+            continue
+        ex = _make(stats, path, lineno, on_bad, f"inshorts-{r}", src, [tgt])
+        if ex is not None:
+            out.append(ex)
+    ids = ",".join(f"inshorts-{r}" for r in draw[split])
+    stats.notes["split"] = {"rows_in_file": len(rows), "fractions": fractions, "seed": split_seed,
+                            "draw": "numpy default_rng(seed).permutation over all rows, cut at the fractions",
+                            "rows_in_split": int(len(draw[split])),
+                            "ids_sha256": hashlib.sha256(ids.encode()).hexdigest()}
+    return out
+
+
+inshorts.check_options = _inshorts_check

@@ -1,0 +1,361 @@
+"""Seeds, confidence intervals, the LEAD row and declared findings in the tables.
+
+- rows of one run trained with several seeds are one group: the markdown table shows mean ± sd over
+  seeds and their number, the CSV keeps one row per seed;
+- every ROUGE figure gets a 95% bootstrap CI over test examples (per example, the mean over seeds);
+- the experiment's LEAD row (the first ``lead`` run) is the floor: trained runs whose ROUGE-1 does not
+  beat it are marked;
+- ``[[findings]]`` declared in the experiment file (stored by ``zoo run`` in ``experiment.json``) are
+  judged from the per-example scores (``<run>/scores.jsonl``).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from seq2seq_zoo import stats
+from seq2seq_zoo.findings import PER_RUN_METRICS, Finding
+from seq2seq_zoo.results import read_scores, write_scores
+from seq2seq_zoo.utils import atomic_write_text
+
+EXPERIMENT_FILE = "experiment.json"
+FINDINGS_FILE = "findings.json"
+CI_METRICS = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum", "rouge1_max", "rouge2_max", "rougeL_max")
+RESCORED = ("rouge", "repetition", "length", "unk_ratio")
+TABLE_RESAMPLES = 2000   # the tables' CIs; the findings' tests use stats.N_RESAMPLES
+
+
+# --------------------------------------------------------------------------------- per-example scores
+def row_dir(row: dict) -> Path:
+    return Path(row.get("_decode_dir") or row["_dir"])
+
+
+def example_scores(row: dict) -> dict[str, dict[str, float]]:
+    """{example id: {metric: value}} of a table row. Records made before per-example scores existed are
+    scored once from their ``predictions.jsonl`` (ROUGE, repetition, length, UNK ratio; the same
+    rouge-score settings as the record) and the file is written beside them."""
+    d = row_dir(row)
+    got = read_scores(d)
+    if got is not None:
+        return got
+    from seq2seq_zoo.metrics import evaluate
+    from seq2seq_zoo.results import read_predictions
+    if not (d / "predictions.jsonl").is_file():
+        return {}
+    preds = read_predictions(d)
+    names = [m for m in RESCORED if m in row["eval"]["settings"] or m in ("rouge", "length", "repetition")]
+    per: dict[str, list[float]] = {}
+    stemmer = row["eval"]["settings"].get("rouge", {}).get("stemmer", True)
+    evaluate([p["prediction"] for p in preds], [p["references"] for p in preds], names, per_example=per,
+             stemmer=stemmer)
+    write_scores(d, [str(p["id"]) for p in preds], per,
+                 note="scored by zoo report from predictions.jsonl (the record predates per-example scores)")
+    return read_scores(d) or {}
+
+
+# ------------------------------------------------------------------------------------------- groups
+@dataclass
+class Group:
+    name: str                 # run name without the -seedN suffix
+    decode: str | None        # decoding variant, or None for the run's own decoding
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.name if not self.decode or self.decode == "default" else f"{self.name}/{self.decode}"
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r["seed"] for r in self.rows]
+
+    @property
+    def kind(self) -> str:
+        return row_kind(self.rows[0])
+
+    def per_example(self, metric: str) -> dict[int, dict[str, float]]:
+        out = {}
+        for r in self.rows:
+            sc = example_scores(r)
+            vals = {i: v[metric] for i, v in sc.items() if v.get(metric) is not None}
+            if vals:
+                out[r["seed"]] = vals
+        return out
+
+    def per_run(self, metric: str) -> list[float]:
+        vals = []
+        for r in self.rows:
+            v = r["train"].get(metric) if metric in PER_RUN_METRICS else r["eval"]["scores"].get(metric)
+            if v is not None:
+                vals.append(float(v))
+        return vals
+
+    def mean(self, metric: str) -> float | None:
+        v = self.per_run(metric)
+        return float(np.mean(v)) if v else None
+
+
+def base_name(row: dict) -> str:
+    return re.sub(rf"-seed{row['seed']}$", "", row["run"])
+
+
+def row_kind(row: dict) -> str:
+    """'trained', 'baseline' or 'upper bound' (an oracle that reads the reference)."""
+    b = row.get("baseline")
+    if not b:
+        return "trained"
+    return "upper bound" if b.get("upper_bound") else "baseline"
+
+
+def group_rows(rows: list[dict]) -> list[Group]:
+    groups: dict[tuple, Group] = {}
+    for r in rows:
+        key = (base_name(r), r.get("_decode"))
+        groups.setdefault(key, Group(key[0], key[1])).rows.append(r)
+    return list(groups.values())
+
+
+def lead_group(groups: list[Group]) -> Group | None:
+    """The experiment's LEAD row: the first run of the ``lead`` model (own decoding)."""
+    return next((g for g in groups if g.rows[0]["model"] == "lead" and g.decode in (None, "default")), None)
+
+
+def below_lead(groups: list[Group]) -> tuple[Group | None, list[Group]]:
+    lead = lead_group(groups)
+    if lead is None:
+        return None, []
+    floor = lead.mean("rouge1")
+    return lead, [g for g in groups if g.kind == "trained" and floor is not None
+                  and (g.mean("rouge1") or 0.0) <= floor]
+
+
+# -------------------------------------------------------------------------------------- the table
+def ci_of(g: Group, metric: str) -> tuple[float, float] | None:
+    per = g.per_example(metric)
+    if not per:
+        return None
+    ids = set.intersection(*(set(v) for v in per.values()))
+    x = [float(np.mean([per[s][i] for s in per])) for i in sorted(ids)]
+    return stats.ci(x, n_resamples=TABLE_RESAMPLES) if x else None
+
+
+def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) -> pd.DataFrame:
+    """The per-seed table ``df_rows`` (one row per record, same order as ``rows``) -> one row per group:
+    numeric columns as mean (± sd over seeds), ROUGE columns with their 95% CI, a ``seeds`` column, a
+    ``kind`` column when baselines are present and a ``vs LEAD`` mark."""
+    from seq2seq_zoo.report.tables import SCORE_COLUMNS, _digits
+    label_of = {label: key for key, label in SCORE_COLUMNS}
+    lead, below = below_lead(groups)
+    below_ids = {id(g) for g in below}
+    index = {id(r): k for k, r in enumerate(rows)}
+    out = []
+    multi = any(len(g.rows) > 1 for g in groups)
+    kinds = {g.kind for g in groups} != {"trained"}
+    for g in groups:
+        sub = df_rows.iloc[[index[id(r)] for r in g.rows]]
+        first = sub.iloc[0]
+        row = {}
+        for c in df_rows.columns:
+            if c == "run":
+                row[c] = g.name + (" (upper bound)" if g.kind == "upper bound" else "")
+            elif c == "seed":
+                row["seeds"] = ", ".join(str(s) for s in g.seeds) if multi else str(g.seeds[0])
+            elif pd.api.types.is_numeric_dtype(df_rows[c]) and c != "params":
+                vals = pd.to_numeric(sub[c], errors="coerce").dropna()
+                if vals.empty:
+                    row[c] = ""
+                    continue
+                d = _digits(c, 2) + (1 if c == "epochs" and len(vals) > 1 else 0)
+                text = f"{vals.mean():.{d}f}"
+                if len(vals) > 1:
+                    text += f" ± {vals.std(ddof=1):.{d}f}"
+                key = label_of.get(c)
+                if key in CI_METRICS:
+                    bounds = ci_of(g, key)
+                    if bounds is not None:
+                        text += f" [{bounds[0]:.{d}f}, {bounds[1]:.{d}f}]"
+                row[c] = text
+            elif c == "params":
+                row[c] = f"{int(first[c]):,}"
+            else:
+                v = first[c]
+                row[c] = "" if v is None or (isinstance(v, float) and np.isnan(v)) else v
+        if kinds:
+            row["kind"] = g.kind
+        if lead is not None:
+            row["vs LEAD"] = ("LEAD row" if g is lead else "below LEAD" if id(g) in below_ids
+                              else "above" if g.kind == "trained" else "")
+        out.append(row)
+    df = pd.DataFrame(out)
+    cols = list(df.columns)
+    for c in ("kind", "vs LEAD"):
+        if c in cols:  # right after the run name
+            cols.remove(c)
+            cols.insert(1, c)
+    return df[cols]
+
+
+def lead_sentence(groups: list[Group]) -> str:
+    """The sentence above the table: the LEAD row and which trained runs do not beat it."""
+    lead, below = below_lead(groups)
+    if lead is None:
+        return ("This experiment has no LEAD row (a `lead` run); add one to see whether its models learned more "
+                "than copying the start of the input.")
+    r = lead.rows[0]
+    b = r.get("baseline") or {}
+    what = b.get("describe", "lead")
+    trained = [g for g in groups if g.kind == "trained"]
+    text = f"LEAD row: {what}, ROUGE-1 {lead.mean('rouge1'):.2f}."
+    if not trained:
+        return text
+    if below:
+        text += (f" **{len(below)} of {len(trained)} trained row(s) do not beat it** (marked `below LEAD`): "
+                 + ", ".join(g.label for g in below) + ".")
+    else:
+        text += f" All {len(trained)} trained row(s) beat it."
+    return text
+
+
+def ci_note(groups: list[Group]) -> str:
+    multi = any(len(g.rows) > 1 for g in groups)
+    return ("- **Uncertainty**: ROUGE cells are mean" + (" ± standard deviation over seeds" if multi else "")
+            + f" [95% bootstrap CI over test examples: scipy.stats.bootstrap, percentile method, "
+            f"{TABLE_RESAMPLES} resamples, fixed seed" + ("; per example the mean over seeds" if multi else "")
+            + "]. `table.csv` keeps one row per seed.")
+
+
+# ----------------------------------------------------------------------------------------- findings
+def load_declared(exp_dir: Path) -> tuple[list[Finding], dict]:
+    p = Path(exp_dir) / EXPERIMENT_FILE
+    if not p.is_file():
+        return [], {}
+    try:
+        meta = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON ({e.msg}); run `zoo run EXPERIMENT` again to rewrite it") from None
+    return [Finding(**f) for f in meta.get("findings", [])], meta
+
+
+def write_declared(exp_dir: Path, exp) -> None:
+    """Stored by ``zoo run`` so ``zoo report`` can judge the file's findings from results alone."""
+    atomic_write_text(Path(exp_dir) / EXPERIMENT_FILE, json.dumps({
+        "experiment": exp.name, "file": str(exp.path), "profile": exp.profile,
+        "findings": [f.to_dict() for f in exp.findings]}, indent=1) + "\n")
+
+
+def judge(f: Finding, groups: list[Group]) -> dict:
+    by_label = {g.label: g for g in groups}
+    for side in (f.a, f.b):
+        if side not in by_label:
+            return {**f.to_dict(), "verdict": "not run", "detail": f"no results for '{side}' yet"}
+    ga, gb = by_label[f.a], by_label[f.b]
+    if f.metric in PER_RUN_METRICS:
+        c = stats.seed_test(ga.per_run(f.metric), gb.per_run(f.metric), f.scale)
+    else:
+        pa, pb = ga.per_example(f.metric), gb.per_example(f.metric)
+        if not pa or not pb:
+            return {**f.to_dict(), "verdict": "not run", "detail": f"no per-example {f.metric} for "
+                    f"{f.a if not pa else f.b}"}
+        xa, xb = stats.pair_by_seed(pa, pb)
+        c = stats.paired_test(xa, xb, f.scale)
+    verdict = c.verdict(f.op)
+    lead, below = below_lead(groups)
+    flags = []
+    if lead is None:
+        flags.append("no LEAD row")
+    else:
+        under = [g.label for g in (ga, gb) if g in below]
+        if under:
+            flags.append(f"undertrained ({', '.join(under)} below LEAD)")
+    if f.metric in PER_RUN_METRICS and min(len(ga.rows), len(gb.rows)) < 2:
+        flags.append("one seed: no test")
+    return {**f.to_dict(), "verdict": verdict, "flags": flags, "mean_a": c.mean_a, "mean_b": c.mean_b,
+            "diff": c.diff, "ci": [c.ci_low, c.ci_high], "p": c.p, "n": c.n, "test": c.test,
+            "seeds": {f.a: ga.seeds, f.b: gb.seeds}}
+
+
+def judge_all(exp_dir: Path, groups: list[Group], meta_rows: list[dict]) -> list[dict]:
+    declared, meta = load_declared(exp_dir)
+    r0 = meta_rows[0]
+    out = []
+    for f in declared:
+        j = judge(f, groups)
+        j.update(experiment=r0["experiment"], profile=r0.get("profile") or "full size",
+                 results=str(exp_dir))
+        out.append(j)
+    atomic_write_text(Path(exp_dir) / FINDINGS_FILE, json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def _fmt(x, d=2) -> str:
+    return "" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{d}f}"
+
+
+def _p(p) -> str:
+    if p is None or not np.isfinite(p):
+        return ""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def findings_rows(judged: list[dict]) -> pd.DataFrame:
+    rows = []
+    for j in judged:
+        d = 4 if j["metric"] in ("best_val_loss", "bertscore_f1", "repetition", "unk_ratio") else 2
+        meas = "" if "diff" not in j else (
+            f"{_fmt(j['mean_a'], d)} vs {_fmt(j['mean_b'], d)}" + (f" (= {j['scale']:g} x B)" if j["scale"] != 1 else "")
+            + f"; diff {_fmt(j['diff'], d)}")
+        rows.append({"claim": f"{j['claim']} ({j['metric']})", "source": j.get("source", ""), "measured (A vs B)": meas,
+                     "95% CI of diff": f"[{_fmt(j['ci'][0], d)}, {_fmt(j['ci'][1], d)}]" if "ci" in j else "",
+                     "p": _p(j.get("p")),
+                     "verdict": j["verdict"] + "".join(f"; {x}" for x in j.get("flags", [])),
+                     "experiment": j.get("experiment", ""), "profile": j.get("profile", ""),
+                     "seeds": "; ".join(f"{k}: {len(v)}" for k, v in j.get("seeds", {}).items())})
+    return pd.DataFrame(rows)
+
+
+def findings_markdown(judged: list[dict]) -> list[str]:
+    from seq2seq_zoo.report.tables import to_markdown
+    if not judged:
+        return []
+    return ["## Declared findings", "",
+            "Claims declared in the experiment file (`[[findings]]`), judged at p < 0.05: **holds** (significant "
+            "in the claimed direction), **not shown** (not significant), **reversed** (significant the other way). "
+            "Per-example metrics: paired permutation test over the same test examples, seeds pooled as example x "
+            "seed; validation loss: Welch's t-test over seeds. A claim about a trained run below the LEAD row is "
+            "flagged undertrained.", "", to_markdown(findings_rows(judged)), ""]
+
+
+def write_findings_index(root: Path) -> Path | None:
+    """``results/FINDINGS.md``: every judged finding of every experiment folder under ``root``."""
+    root = Path(root)
+    files = sorted(set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}")))
+    judged = []
+    for p in files:
+        try:
+            judged += json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue  # a damaged file is rewritten by the next report of its experiment
+    if not files:
+        return None
+    from seq2seq_zoo.report.tables import to_markdown
+    counts = {v: sum(1 for j in judged if j["verdict"] == v) for v in ("holds", "not shown", "reversed", "not run")}
+    under = sum(1 for j in judged if any(x.startswith("undertrained") for x in j.get("flags", [])))
+    text = "\n".join([
+        "# Findings", "",
+        "Generated by `zoo report` from the committed results: every published claim declared in an experiment file "
+        "(`[[findings]]`), measured on this suite's runs. Verdicts at p < 0.05: **holds** (significant in the "
+        "claimed direction), **not shown** (not significant), **reversed** (significant the other way), **not run** "
+        "(a run it needs has no results yet). Per-example metrics use a paired permutation test over the same test "
+        "examples (seeds pooled as example x seed) and a 95% bootstrap CI of the mean difference; validation loss "
+        "uses Welch's t-test over seeds. *undertrained*: a run in the claim does not beat its dataset's LEAD row, "
+        "so the verdict says little about the published claim.", "",
+        f"{len(judged)} finding(s): {counts['holds']} hold, {counts['not shown']} not shown, {counts['reversed']} "
+        f"reversed, {counts['not run']} not run; {under} flagged undertrained.", "",
+        to_markdown(findings_rows(judged)) if judged else "(none declared)", ""])
+    out = root / "FINDINGS.md"
+    atomic_write_text(out, text)
+    return out

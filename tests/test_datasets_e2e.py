@@ -1,0 +1,170 @@
+"""`zoo run` end to end on each new dataset at a tiny size: fixture corpora for cnn_dailymail, inshorts,
+your own jsonl / tsv files and a saved Hugging Face dataset; and the two experiment files on the staged
+corpora with a tiny profile appended."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import tiny_pairs
+
+from seq2seq_zoo.cli import main
+from seq2seq_zoo.data.corpora import DataError, resolve_data_dir
+
+REPO = Path(__file__).resolve().parents[1]
+
+EXP = """[experiment]
+name = "ds_{tag}"
+dataset = "{dataset}"
+metrics = ["rouge"]
+seeds = [2]
+{data_dir}
+
+[defaults]
+model = "bahdanau"
+emb_dim = 16
+hidden = 16
+data.max_src_len = 48
+data.max_tgt_len = 20
+data.options = {options}
+train.epochs = 3
+train.batch_size = 8
+train.lr = 0.01
+train.precision = "fp32"
+train.threads = 1
+decode.beam_size = 2
+decode.max_len = 16
+
+[[runs]]
+name = "tiny"
+"""
+
+
+def _fixture(tag: str, root: Path) -> tuple[str, str, str]:
+    """(dataset, data.options as inline TOML, data_dir line) for a tiny corpus of the given kind."""
+    pairs = {s: tiny_pairs(n, off) for s, n, off in (("train", 24, 0), ("validation", 4, 1), ("test", 4, 2))}
+    root.mkdir(parents=True, exist_ok=True)
+    if tag == "cnn_dailymail":
+        d = root / "cnn_dailymail"
+        d.mkdir()
+        for s, ps in pairs.items():
+            rows = [{"id": f"{s}{i}", "article": "(CNN) -- " + a, "highlights": b + "\nsecond line ."}
+                    for i, (a, b) in enumerate(ps)]
+            (d / f"cnn_dailymail.{s}.part1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return "cnn_dailymail", "{ cnn_only = true, max_highlights = 1 }", f'data_dir = "{root}"'
+    if tag == "inshorts":
+        import csv
+        d = root / "inshorts"
+        d.mkdir()
+        with open(d / "news_summary.utf8.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["author", "date", "headlines", "read_more", "text", "ctext"])
+            for a, b in tiny_pairs(60):
+                w.writerow(["a", "d", "h", "u", b, a])
+            w.writerow(["a", "d", "h", "u", "summary of an empty article", ""])
+        return "inshorts", "{ split_fractions = [0.6, 0.2, 0.2], split_seed = 3 }", f'data_dir = "{root}"'
+    if tag in ("jsonl", "tsv"):
+        files = {}
+        for s, ps in pairs.items():
+            p = root / f"{s}.{tag}"
+            if tag == "jsonl":
+                p.write_text("".join(json.dumps({"text": a, "gist": b, "alt": b.upper()}) + "\n" for a, b in ps))
+            else:
+                p.write_text("text\tgist\talt\n" + "".join(f"{a.replace(chr(10), ' ')}\t{b}\t{b.upper()}\n" for a, b in ps))
+            files[s] = str(p)
+        opts = ", ".join(f'{s} = "{files[s]}"' for s in files)
+        return tag, f'{{ {opts}, source = "text", target = ["gist", "alt"] }}', ""
+    if tag == "hf":
+        datasets = pytest.importorskip("datasets")
+        dd = datasets.DatasetDict({s: datasets.Dataset.from_dict({"doc": [a for a, _ in ps], "sum": [b for _, b in ps]})
+                                   for s, ps in pairs.items()})
+        dd.save_to_disk(str(root / "saved"))
+        return "hf", f'{{ path = "{root / "saved"}", source = "doc", target = "sum" }}', ""
+    raise AssertionError(tag)
+
+
+@pytest.mark.parametrize("tag", ["cnn_dailymail", "inshorts", "jsonl", "tsv", "hf"])
+def test_zoo_run_end_to_end_on_each_new_dataset(tmp_path, tag):
+    dataset, options, data_dir = _fixture(tag, tmp_path / "data")
+    toml = tmp_path / f"{tag}.toml"
+    toml.write_text(EXP.format(tag=tag, dataset=dataset, options=options, data_dir=data_dir), encoding="utf-8")
+    threads = torch.get_num_threads()
+    rc = main(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress"])
+    torch.set_num_threads(threads)
+    assert rc == 0
+    run = tmp_path / "R" / f"ds_{tag}" / "tiny"
+    rec = json.loads((run / "record.json").read_text())
+    hist = rec["train"]["history"]
+    assert hist[-1]["train_loss"] < hist[0]["train_loss"]          # it learns
+    preds = [json.loads(x) for x in (run / "predictions.jsonl").read_text().splitlines()]
+    assert len(preds) == rec["data"]["sizes"]["test"] > 0
+    assert "rouge1" in rec["eval"]["scores"]
+    reader = rec["data"]["reader"]["train"]
+    assert reader["files"] and reader["fields"]
+    if tag in ("jsonl", "tsv"):
+        assert all(len(p["references"]) == 2 for p in preds)
+    if tag == "inshorts":
+        assert rec["data"]["skipped"] == {"test": {"empty or missing source": 1}} or \
+            sum(sum(v.values()) for v in rec["data"]["skipped"].values()) == 1
+        assert rec["data"]["reader"]["test"]["split"]["seed"] == 3
+    if tag == "cnn_dailymail":
+        assert all("\n" not in r for p in preds for r in p["references"])   # first highlight only
+    assert (tmp_path / "R" / f"ds_{tag}" / "table.md").is_file()
+
+
+TINY = """
+[profiles.tiny]
+{extra}
+data.max_train = 32
+data.max_valid = 8
+data.max_test = 4
+data.vocab_size = 2000
+train.epochs = 2
+train.threads = 1
+eval.metrics = ["rouge"]
+eval.examples_per_split = 1
+decode.beam_size = 2
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, extra", [
+    ("inshorts_transformer", 'd_model = 64\nd_ff = 128\nlayers = 1\ndata.max_src_len = 96\ntrain.accum_steps = 2\n'
+                             'train.batch_size = 8\ntrain.warmup = 4\ndecode.min_len = 5\ndecode.max_len = 30'),
+    ("cnn_pointer", 'data.options = { hf = "" }\nhidden = 32\nemb_dim = 32\ndata.max_src_len = 120\n'
+                    'train.batch_size = 8\ndecode.min_len = 3\ndecode.max_len = 20'),
+], ids=["inshorts_transformer", "cnn_pointer"])
+def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name, extra):
+    """The committed experiment file, every run, with a tiny profile appended (the staged data)."""
+    dataset = {"inshorts_transformer": "inshorts", "cnn_pointer": "cnn_dailymail"}[name]
+    try:
+        resolve_data_dir(dataset)
+    except DataError:
+        pytest.skip(f"staged {dataset} not available")
+    text = (REPO / "experiments" / f"{name}.toml").read_text(encoding="utf-8")
+    toml = tmp_path / f"{name}.toml"
+    toml.write_text(text + TINY.format(extra=extra), encoding="utf-8")
+    threads = torch.get_num_threads()
+    rc = main(["run", str(toml), "--profile", "tiny", "--results", str(tmp_path / "R"), "--no-progress"])
+    torch.set_num_threads(threads)
+    assert rc == 0
+    recs = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "R" / name).glob("*/record.json")}
+    lead = recs.pop({"inshorts_transformer": "lead60", "cnn_pointer": "lead3"}[name])
+    assert lead["spec"]["model"] == "lead" and lead["eval"]["scores"]["rouge1"] > 0   # the LEAD row
+    assert (tmp_path / "R" / name / "findings.json").is_file()
+    recs = [recs[k] for k in sorted(recs, key=lambda k: recs[k]["order"])]
+    assert len(recs) == {"inshorts_transformer": 1, "cnn_pointer": 3}[name]
+    for rec in recs:
+        hist = rec["train"]["history"]
+        assert all(math.isfinite(h["train_loss"]) for h in hist) and hist[-1]["train_loss"] < hist[0]["train_loss"]
+        assert rec["data"]["sizes"] == {"train": 32, "validation": 8, "test": 4}
+        assert rec["spec"]["data"]["options"]                       # the reader's options are recorded
+    if name == "inshorts_transformer":
+        assert recs[0]["spec"]["train"]["accum_steps"] == 2 and recs[0]["spec"]["model_options"]["pre_ln"]
+        assert recs[0]["data"]["reader"]["test"]["split"]["rows_in_split"] == 226
+    else:
+        assert [r["spec"]["model"] for r in recs] == ["bilstm", "pointer_generator", "pointer_generator"]
+        assert "CNN stories only" in recs[0]["data"]["reader"]["train"]["filter"]

@@ -1,0 +1,161 @@
+"""Confidence intervals, paired tests, seed aggregation and findings verdicts (scipy.stats underneath)."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from seq2seq_zoo import stats
+from seq2seq_zoo.cli import main
+from seq2seq_zoo.findings import Finding, parse_claim
+from seq2seq_zoo.report import build_report
+
+
+def test_bootstrap_ci_covers_the_known_mean():
+    rng = np.random.default_rng(7)
+    covered = 0
+    for _ in range(60):  # a 95% interval: about 57 of 60 samples cover the true mean
+        x = rng.normal(35.0, 8.0, size=200)
+        lo, hi = stats.ci(x, n_resamples=2000)
+        covered += lo < 35.0 < hi
+        assert lo < x.mean() < hi
+        assert hi - lo == pytest.approx(2 * 1.96 * 8.0 / np.sqrt(200), rel=0.3)  # ~ normal-theory width
+    assert 52 <= covered <= 60
+    assert stats.ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    assert stats.ci(np.arange(100.0)) == stats.ci(np.arange(100.0))  # fixed seed: reproducible
+
+
+def test_paired_test_verdicts():
+    rng = np.random.default_rng(1)
+    b = rng.normal(30, 10, size=300)
+    better = b + rng.normal(1.0, 2.0, size=300)           # +1 on average, strongly paired
+    c = stats.paired_test(better, b)
+    assert c.p < 0.05 and c.verdict(">") == "holds" and c.verdict("<") == "reversed"
+    assert c.ci_low < c.diff < c.ci_high and c.ci_low > 0
+    same = stats.paired_test(b, b.copy())
+    assert same.p > 0.05 and same.verdict(">") == "not shown"
+    noise = stats.paired_test(b + rng.normal(0.0, 2.0, size=300), b)  # no true difference
+    assert noise.p > 0.05 and noise.verdict(">") == "not shown"
+    # a ratio claim: a < 0.1 * b where a is 5% of b
+    ratio = stats.paired_test(0.05 * b, b, scale=0.1)
+    assert ratio.verdict("<") == "holds" and ratio.mean_b == pytest.approx(0.1 * b.mean())
+    with pytest.raises(ValueError, match="same examples"):
+        stats.paired_test([1.0, 2.0], [1.0])
+
+
+def test_seed_test_needs_two_seeds():
+    one = stats.seed_test([3.5], [3.6, 3.7])
+    assert np.isnan(one.p) and one.verdict("<") == "not shown"
+    two = stats.seed_test([3.50, 3.51, 3.49], [3.70, 3.71, 3.69])
+    assert two.p < 0.05 and two.verdict("<") == "holds"
+
+
+def test_pair_by_seed():
+    a = {1: {"x": 1.0, "y": 2.0}, 2: {"x": 3.0, "y": 4.0}}
+    b = {1: {"x": 0.0, "y": 0.0}, 2: {"x": 1.0, "y": 1.0}}
+    assert stats.pair_by_seed(a, b) == ([1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 1.0, 1.0])
+    lead = {1: {"x": 10.0, "y": 20.0, "z": 5.0}}          # one deterministic baseline run
+    xs, ys = stats.pair_by_seed(a, lead)                     # every seed of a against the baseline
+    assert xs == [1.0, 2.0, 3.0, 4.0] and ys == [10.0, 20.0, 10.0, 20.0]
+    ys2, xs2 = stats.pair_by_seed(lead, a)
+    assert (xs2, ys2) == (xs, ys)
+
+
+def test_parse_claim():
+    assert parse_claim("tmax > learned") == ("tmax", ">", "learned", "rouge1", 1.0)
+    assert parse_claim("pg unk_ratio < 0.1 * bilstm unk_ratio") == ("pg", "<", "bilstm", "unk_ratio", 0.1)
+    assert parse_claim("a < b", "best_val_loss") == ("a", "<", "b", "best_val_loss", 1.0)
+    assert parse_claim("a/beam8 > b/greedy")[::2] == ("a/beam8", "b/greedy", 1.0)
+    with pytest.raises(ValueError, match="itself"):
+        parse_claim("a > a")
+
+
+EXP = """
+[experiment]
+name = "sig"
+dataset = "dialogsum"
+metrics = ["rouge"]
+data_dir = "{data}"
+
+[defaults]
+data.max_test = 3
+
+[[runs]]
+name = "lead"
+model = "lead"
+unit = "turn"
+k = 1
+"""
+
+
+def _fake_seeds(exp, name: str, shift) -> None:
+    """Copies of the lead run as a 'trained' run with three seeds whose scores are shifted per seed."""
+    for seed in (1, 2, 3):
+        d = exp / f"{name}-seed{seed}"
+        shutil.copytree(exp / "lead", d)
+        rec = json.loads((d / "record.json").read_text())
+        rec.update(run=f"{name}-seed{seed}", seed=seed, baseline=None, order=seed)
+        rec["eval"]["scores"]["rouge1"] += shift(seed)
+        (d / "record.json").write_text(json.dumps(rec))
+        lines = (d / "scores.jsonl").read_text().splitlines()
+        rows = [json.loads(x) for x in lines[1:]]
+        for r in rows:
+            r["rouge1"] += shift(seed)
+        (d / "scores.jsonl").write_text("\n".join([lines[0]] + [json.dumps(r) for r in rows]) + "\n")
+
+
+def test_seed_rows_aggregate_and_findings(tmp_path, dialogsum_dir):
+    f = tmp_path / "e.toml"
+    f.write_text(EXP.format(data=dialogsum_dir), encoding="utf-8")
+    res = tmp_path / "res"
+    assert main(["run", str(f), "--results", str(res), "--no-progress"]) == 0
+    exp = res / "sig"
+    _fake_seeds(exp, "sys", lambda s: 5.0 + s)      # 6, 7, 8 above the lead on every example
+    _fake_seeds(exp, "sys2", lambda s: 0.0)         # the lead itself three times
+    # the findings as `zoo run` stores them for a file that declares them (its runs are faked here)
+    meta = json.loads((exp / "experiment.json").read_text())
+    meta["findings"] = [Finding(c, c.split()[0], "lead", ">", "rouge1", source="made up").to_dict()
+                        for c in ("sys > lead", "sys2 > lead")]
+    (exp / "experiment.json").write_text(json.dumps(meta))
+    build_report(exp)
+    # table.csv: one row per seed; table.md: their mean ± sd, with a CI
+    with open(exp / "table.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    sys_r1 = [float(r["R-1"]) for r in rows if r["run"].startswith("sys-")]
+    assert len(sys_r1) == 3
+    md = (exp / "table.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| sys |"))
+    cell = next(c.strip() for c in line.split("|") if "±" in c)
+    mean, rest = cell.split(" ± ")
+    sd, ci = rest.split(" [")
+    assert float(mean) == pytest.approx(np.mean(sys_r1), abs=0.006)
+    assert float(sd) == pytest.approx(np.std(sys_r1, ddof=1), abs=0.006)
+    lo, hi = (float(v) for v in ci.rstrip("]").split(", "))
+    assert lo <= float(mean) <= hi
+    assert "| 1, 2, 3 |" in line  # the seeds column
+    judged = {j["claim"]: j for j in json.loads((exp / "findings.json").read_text())}
+    assert judged["sys > lead"]["verdict"] == "holds" and judged["sys > lead"]["n"] == 9  # 3 examples x 3 seeds
+    assert judged["sys > lead"]["diff"] == pytest.approx(7.0)
+    assert judged["sys2 > lead"]["verdict"] == "not shown" and judged["sys2 > lead"]["p"] == 1.0
+    assert "below LEAD" in next(x for x in md.splitlines() if x.startswith("| sys2 |"))
+    assert any("undertrained" in x for x in judged["sys2 > lead"]["flags"])
+
+
+def test_report_scores_old_records_from_predictions(tmp_path, dialogsum_dir):
+    f = tmp_path / "e.toml"
+    f.write_text(EXP.format(data=dialogsum_dir), encoding="utf-8")
+    res = tmp_path / "res"
+    assert main(["run", str(f), "--results", str(res), "--no-progress"]) == 0
+    run = res / "sig" / "lead"
+    before = (run / "scores.jsonl").read_text().splitlines()[1:]
+    (run / "scores.jsonl").unlink()                      # a record made before per-example scores
+    assert main(["report", "--results", str(res)]) == 0
+    after = (run / "scores.jsonl").read_text().splitlines()
+    assert "predates per-example scores" in after[0]
+    old = {json.loads(x)["id"]: json.loads(x)["rouge1"] for x in before}
+    new = {json.loads(x)["id"]: json.loads(x)["rouge1"] for x in after[1:]}
+    assert new == pytest.approx(old)                      # the same rouge-score settings as the record
+    assert (res / "FINDINGS.md").is_file()

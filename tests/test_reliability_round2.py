@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -25,7 +27,7 @@ from conftest import tiny_encoded, tiny_transformer, write_dialogsum
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.train.objectives import CrossEntropy
-from test_reliability import (_HalfWriter, assert_same_result, exp_text, finish, main_captured, one_line, record,
+from test_reliability import (_HalfWriter, _env, assert_same_result, exp_text, finish, main_captured, one_line, record,
                               run_zoo, start, tmp_files, wait_for, write_exp)
 
 CPU = torch.device("cpu")
@@ -509,6 +511,10 @@ def test_disk_full_while_writing_a_table_keeps_the_old_table(finished, tmp_path,
 
 
 # ========================================================================= 7. concurrent reports
+REPEAT = 4  # reports per process: enough rewrites of every table that a non-atomic write is caught (checked
+#             by making atomic_write_bytes write in place, in 64-byte chunks: the test then fails)
+
+
 @pytest.mark.slow
 def test_two_reports_and_a_writing_run_leave_every_table_whole(finished, tmp_path):
     """Two `zoo report` processes on one tree while a third party rewrites run b's record (as a finishing
@@ -543,20 +549,23 @@ def test_two_reports_and_a_writing_run_leave_every_table_whole(finished, tmp_pat
             md = (exp / "table.md").read_text(encoding="utf-8")
             if "| a " not in md or "| b " not in md or not md.endswith("\n"):
                 seen["bad"].append("table.md incomplete")
-            time.sleep(0.002)
+            time.sleep(0.0005)
 
     threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
     for t in threads:
         t.start()
-    try:
-        procs = [start(["report", "--results", R], tmp_path, f"rep{i}") for i in range(2)]
-        done = [finish(p, tmp_path) for p in procs]
+    try:  # two processes, each running `zoo report` REPEAT times, side by side
+        code = ("import sys; from seq2seq_zoo.cli import main; "
+                f"sys.exit(max(main(['report', '--results', {str(R)!r}]) for _ in range({REPEAT})))")
+        procs = [subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        done = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
     finally:
         stop.set()
         for t in threads:
             t.join()
-    for d in done:
-        assert d.rc == 0, d.err
+    for out, err, rc in done:
+        assert rc == 0, err
     assert seen["reads"] > 0 and seen["bad"] == [], seen["bad"][:5]
     assert tmp_files(R) == []
     assert sorted(pd.read_csv(exp / "table.csv")["run"]) == ["a", "b"]

@@ -209,6 +209,35 @@ def test_ddp_sigterm_on_one_rank_every_rank_stops_at_the_same_update_and_resume_
     assert r0["written"] == ["best.pt", "last.pt"] or r0["written"] == ["last.pt"]
 
 
+@pytest.mark.slow
+def test_zoo_run_nproc_2_sigterm_to_the_launcher_exits_143_and_resumes(corpus, tmp_path):
+    """`zoo run --nproc 2` (torchrun's agent in front of two workers) sent SIGTERM mid-training: the agent
+    passes it on, the workers finish the update, rank 0 writes last.pt, the command exits 143 with the
+    resume hint; `--resume` (again with 2 processes) finishes the run."""
+    tmp, data = corpus
+    toml = write_exp(tmp_path / "d.toml", exp_text("d", ["a"]))
+    R = tmp_path / "R"
+    last = R / "d" / "a" / "checkpoints" / "last.pt"
+    env = {k: v for k, v in _env().items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    args = [sys.executable, "-m", "seq2seq_zoo", *_run_args(toml, R, data, "--nproc", "2")]
+    with open(tmp_path / "o.txt", "wb") as out, open(tmp_path / "e.txt", "wb") as err:
+        p = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=out, stderr=err)
+        hit = wait_for(last.is_file, p)
+        if hit:
+            p.send_signal(signal.SIGTERM)
+        rc = p.wait(300)
+    err = (tmp_path / "e.txt").read_text(errors="replace")
+    assert hit, err
+    assert rc == 143, (rc, err)
+    assert "SIGTERM" in err and "--resume" in err
+    loop = torch.load(last, weights_only=True)["loop"]
+    assert not loop["finished"] and not (R / "d" / "a" / "record.json").exists()
+    r = subprocess.run(args + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rec = record(R, "d", "a")
+    assert rec["train"]["steps"] == 24 and rec["train"]["resumes"] == 1 and rec["train"]["world_size"] == 2
+
+
 # ================================================================================ 2. damaged files
 def _truncate(p: Path):
     b = p.read_bytes()

@@ -385,8 +385,13 @@ def _acquire_lock(run_dir: Path) -> Path:
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:  # disk full: no half lock left behind
+                lock.unlink(missing_ok=True)
+                from seq2seq_zoo.errors import WriteFailed
+                raise WriteFailed(lock, e) from e
             return lock
         except FileExistsError:
             try:
@@ -397,6 +402,11 @@ def _acquire_lock(run_dir: Path) -> Path:
                 raise UserError(f"run folder {run_dir} is in use by another `zoo run` (pid {pid}); wait for it "
                                 "to finish or stop it first") from None
             lock.unlink(missing_ok=True)  # stale: its process is gone
+        except OSError as e:  # e.g. no space left for the lock file itself
+            from seq2seq_zoo.errors import WriteFailed
+            if isinstance(e, WriteFailed):
+                raise
+            raise WriteFailed(lock, e) from e
     raise UserError(f"could not lock {lock}")
 
 

@@ -539,6 +539,36 @@ def test_disk_full_while_writing_a_table_keeps_the_old_table(finished, tmp_path,
     assert table.read_bytes() == old and tmp_files(R) == []
 
 
+@pytest.mark.parametrize("where", ["create", "write"])
+def test_disk_full_while_locking_the_run_folder_names_the_lock(corpus, tmp_path, monkeypatch, capsys, where):
+    tmp, data = corpus
+    toml = write_exp(tmp_path / "t.toml", exp_text("t", ["a"]))
+    R = tmp_path / "R"
+    real_open, real_fdopen = os.open, os.fdopen
+    fds = set()
+
+    def fake_open(path, flags, *a, **k):
+        if str(path).endswith(".lock"):
+            if where == "create":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            fd = real_open(path, flags, *a, **k)
+            fds.add(fd)
+            return fd
+        return real_open(path, flags, *a, **k)
+
+    def fake_fdopen(fd, *a, **k):
+        f = real_fdopen(fd, *a, **k)
+        return _HalfWriter(f, OSError(errno.ENOSPC, "No space left on device")) if fd in fds else f
+
+    monkeypatch.setattr(os, "open", fake_open)
+    monkeypatch.setattr(os, "fdopen", fake_fdopen)
+    rc = main(_run_args(toml, R, data))
+    monkeypatch.undo()
+    msg = one_line(capsys.readouterr().err)
+    assert rc == 2 and str(R / "t" / "a" / ".lock") in msg and "No space left" in msg
+    assert not list(R.rglob(".lock")) and trained(R) == []
+
+
 # ========================================================================= 7. concurrent reports
 REPEAT = 4  # reports per process: enough rewrites of every table that a non-atomic write is caught (checked
 #             by making atomic_write_bytes write in place, in 64-byte chunks: the test then fails)

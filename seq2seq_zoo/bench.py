@@ -1,5 +1,5 @@
 """`zoo bench`: training and decoding throughput of our models against a Hugging Face BART peer of the
-same shape, measured in one process (issue #7, "Speed").
+same shape, measured in one process, against the suite's speed targets (TARGET_* below).
 
 Every figure comes from random token batches of fixed shapes (no data needed), except the epoch-time
 scaling, which runs the pe_ablation CPU profile on the real DialogSum training set. The machines these
@@ -39,11 +39,11 @@ from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import build_model, count_parameters
 from seq2seq_zoo.registry import MODELS, OBJECTIVES
 from seq2seq_zoo.precision import autocast, autocast_dtype
-from seq2seq_zoo.train.loop import build_optimizer
+from seq2seq_zoo.train.loop import TrainStep, build_optimizer
 
 RNN_MODELS = ("gru", "bahdanau", "bilstm", "pointer_generator")
 
-# Targets of issue #7 (parts 2 and 6); the bench prints whether each is met and by how much.
+# The suite's speed targets; the bench prints whether each is met and by how much.
 TARGET_TRAIN_VS_PEER = 1.5     # our default precision vs the peer's best precision (aim: 2.0)
 TARGET_TRAIN_AIM = 2.0
 TARGET_FP32_PARITY = 1.0       # our fp32 vs the peer's fp32
@@ -216,7 +216,7 @@ def random_examples(shape: Shape, n: int, seed: int = 0, src_len: int | None = N
     return out
 
 
-def random_batch(shape: Shape, n: int | None = None, seed: int = 0) -> Batch:
+def shaped_batch(shape: Shape, n: int | None = None, seed: int = 0) -> Batch:
     return collate(random_examples(shape, n or shape.batch, seed))
 
 
@@ -335,21 +335,20 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, iters: 
 
 
 class Trainer:
-    """One full update of a model on a fixed batch, as the loop does it: autocast forward + loss,
-    backward, gradient clipping, optimizer step. ``kind`` 'ours' goes through the registered objective
-    (label smoothing 0.1, as in pe_ablation) and the loop's optimizer; 'peer' through the HF model's own
-    loss (no smoothing) and AdamW."""
+    """One full update of a model on a fixed batch: autocast forward + loss, backward, gradient clipping,
+    optimizer step. ``kind`` 'ours' is the training loop's own step (``train.loop.TrainStep``: the
+    registered objective with label smoothing 0.1 as in pe_ablation, loss scaling, the loop's
+    optimizer); 'peer' the same update written for the HF model (its own loss, no smoothing, AdamW)."""
 
     def __init__(self, model, batch: Batch, device: torch.device, dtype: torch.dtype | None, kind: str = "ours",
                  label_smoothing: float = 0.1, clip_norm: float = 1.0):
         self.model, self.batch, self.device, self.dtype, self.kind = model, batch.to(device), device, dtype, kind
         self.clip = clip_norm
         model.train()
-        cfg = TrainConfig(betas=[0.9, 0.98], eps=1e-9, lr=1e-4)
+        cfg = TrainConfig(betas=[0.9, 0.98], eps=1e-9, lr=1e-4, label_smoothing=label_smoothing, clip_norm=clip_norm)
         if kind == "ours":
-            self.params = [p for p in model.parameters() if p.requires_grad]
-            self.opt = build_optimizer(self.params, cfg)
-            self.objective = OBJECTIVES.get("ce")(label_smoothing=label_smoothing)
+            self.step = TrainStep(model, OBJECTIVES.get("ce")(label_smoothing=label_smoothing, cfg=cfg), cfg,
+                                  device, dtype, lr=cfg.lr)
         else:
             self.params = list(model.parameters())
             self.opt = build_optimizer(self.params, replace(cfg, optimizer="adamw"))
@@ -358,13 +357,12 @@ class Trainer:
         self.src_tokens, self.tgt_tokens = source_tokens(batch), target_tokens(batch)
 
     def __call__(self) -> float:
+        if self.kind == "ours":
+            return self.step(self.batch)
         with autocast(self.device, self.dtype):
-            if self.kind == "ours":
-                loss, _ = self.objective(self.model, self.batch)
-            else:
-                b = self.batch
-                loss = self.model(input_ids=b.src, attention_mask=b.src != PAD_ID, decoder_input_ids=b.tgt_in,
-                                  labels=self.labels).loss
+            b = self.batch
+            loss = self.model(input_ids=b.src, attention_mask=b.src != PAD_ID, decoder_input_ids=b.tgt_in,
+                              labels=self.labels).loss
         loss.backward()
         if self.clip:
             torch.nn.utils.clip_grad_norm_(self.params, self.clip)
@@ -488,19 +486,11 @@ def epoch_scaling(device: torch.device, plan: Plan, fractions=(0.25, 0.5, 1.0), 
     dtype = autocast_dtype(cfg.precision, device)
     torch.manual_seed(spec.seed)
     model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options).to(device).train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = build_optimizer(params, cfg)
-    objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing)
+    train_step = TrainStep(model, OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing, cfg=cfg,
+                                                                vocab=vocab), cfg, device, dtype, lr=cfg.lr)
 
-    def step(batch):
-        batch.to(device)
-        with autocast(device, dtype):
-            loss, _ = objective(model, batch)
-        loss.backward()
-        if cfg.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    def step(batch):  # the loop's own update: objective, loss scaling, clipping, optimizer
+        train_step(batch.to(device))
 
     prep_s = time.perf_counter() - t_start
     rng = np.random.default_rng(0)
@@ -583,7 +573,7 @@ def measure_compile(shape: Shape, device: torch.device, dtype, plan: Plan,
     against the same step eager: compile time (the first step) and the steady step time of each,
     timed interleaved; ``pays_after_steps`` = compile time / time saved per step (None if it never
     pays)."""
-    batch = random_batch(shape, shape.batch, seed=1)
+    batch = shaped_batch(shape, shape.batch, seed=1)
     eager_model, _ = our_transformer(shape, device)
     comp_model, _ = our_transformer(shape, device)
     try:
@@ -611,10 +601,10 @@ def _warm_process(device: torch.device) -> None:
     caches) is not charged to the first stage's time and memory."""
     for dt in (None, autocast_dtype("auto", device)):
         model, _ = our_transformer(TINY, device)
-        Trainer(model, random_batch(TINY, 2), device, dt)()
-        OurDecoder(model, random_batch(TINY, 2), device, dt, 2, 2)()
+        Trainer(model, shaped_batch(TINY, 2), device, dt)()
+        OurDecoder(model, shaped_batch(TINY, 2), device, dt, 2, 2)()
     if peer_available() is None:
-        Trainer(peer_model(TINY, device), random_batch(TINY, 2), device, None, kind="peer")()
+        Trainer(peer_model(TINY, device), shaped_batch(TINY, 2), device, None, kind="peer")()
 
 
 # ---------------------------------------------------------------------------------------- the bench
@@ -640,7 +630,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     res["matmul_peak_gflops"] = peaks
     progress(f"    bf16 {peaks['bf16']:.0f} GFLOP/s, fp32 {peaks['fp32']:.0f} GFLOP/s ({time.perf_counter() - t:.0f}s)")
 
-    batch = random_batch(shape, shape.batch, seed=1)
+    batch = shaped_batch(shape, shape.batch, seed=1)
     no_peer = peer_available()
     if no_peer:
         res["notes"].append(f"HF BART peer skipped: {no_peer}")
@@ -671,7 +661,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     # decoding: beam 4 (fixed length), ours in its default precision, the peer in fp32 and bf16
     t = stage(f"beam-{shape.beams} decoding: {shape.dec_sources} sources x {shape.dec_len} tokens")
     ours, _ = our_transformer(shape, device)
-    dbatch = random_batch(shape, shape.dec_sources, seed=2)
+    dbatch = shaped_batch(shape, shape.dec_sources, seed=2)
     decoders: dict[str, Any] = {f"ours_{precision_name(default_dtype)}":
                                 OurDecoder(ours, dbatch, device, default_dtype, shape.beams, shape.dec_len)}
     if default_dtype is not None:
@@ -828,7 +818,7 @@ def markdown(report: dict[str, Any]) -> str:
     for dev in report["devices"]:
         L += ["", f"## {dev['device']}", ""]
         if dev.get("targets"):
-            L += ["### Targets (issue #7)", "", "| target | status |", "|---|---|"]
+            L += ["### Targets", "", "| target | status |", "|---|---|"]
             L += [f"| {t['target']} | {'✅ ' if t['met'] else '❌ '}{t['status']} |" for t in dev["targets"]]
             L.append("")
         pk = dev["matmul_peak_gflops"]
@@ -980,5 +970,5 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
 
 __all__ = ["Shape", "Plan", "PAPER", "TINY", "FULL_PLAN", "QUICK_PLAN", "run_bench", "run_device", "matmul_peak",
            "Trainer", "OurDecoder", "PeerDecoder", "measure_training", "measure_decoding", "epoch_scaling",
-           "decode_vs_beam", "flop_params", "train_flops", "random_batch", "targets", "markdown", "measure_compile",
+           "decode_vs_beam", "flop_params", "train_flops", "shaped_batch", "targets", "markdown", "measure_compile",
            "choose_threads", "cpu_bf16_isa"]

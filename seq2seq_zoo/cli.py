@@ -155,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "  - beam-4 decoding tokens/s of both, and our decoding time against beam size 1/2/4/8;\n"
                                    "  - estimated model FLOP/s against a matmul peak measured in the same run; peak memory;\n"
                                    "  - epoch time at 25/50/100% of DialogSum (pe_ablation CPU profile).\n"
-                                   "Prints whether issue #7's targets are met; writes OUT/bench.json and OUT/README.md.\n"
+                                   "Prints whether the speed targets are met (training >= 1.5x the peer, fp32 >= 1x, beam-4\n"
+                                   "decoding >= 3x, an epoch < 5 min, the bench < 5 min); writes OUT/bench.json and\n"
+                                   "OUT/README.md.\n"
                                    "Compared models are timed interleaved: the ratios are the headline, absolute\n"
                                    "figures vary on shared machines.",
                        epilog="Examples:\n  zoo bench\n  zoo bench --quick --skip-scaling\n"
@@ -473,6 +475,11 @@ def cmd_list(args) -> int:
         print(f"{kind}:")
         for n in reg.names(args.pattern):
             print(f"  {n:<20} {reg.doc(n)}")
+            if kind == "datasets":  # data.options of the reader, with defaults
+                from seq2seq_zoo.data.corpora import reader_options
+                opts = reader_options(n)
+                if opts:
+                    print(f"  {'':<20} options: " + ", ".join(f"{k}={d!r}" for k, (d, _) in opts.items()))
     return 0
 
 

@@ -129,10 +129,6 @@ class RunSpec:
     data_dir: str | None = None
     description: str = ""
 
-    @property
-    def run_id(self) -> str:
-        return self.name
-
     def to_dict(self) -> dict[str, Any]:
         return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
                 "model_options": dict(self.model_options), "profile": self.profile,
@@ -225,7 +221,9 @@ def _line_of(text: str, key: str) -> int | None:
     return text.count("\n", 0, found.start()) + 1 if found else None
 
 
-class _Ctx:
+class _Where:
+    """Where an experiment file's errors point: the file, and its text for line numbers."""
+
     def __init__(self, path: Path, text: str):
         self.path, self.text = path, text
 
@@ -290,13 +288,8 @@ _RANGES = {
     "rl_max_len": (lambda v: v >= 1, "must be >= 1"),
     "rl_repetition_penalty": (lambda v: v >= 0, "must be >= 0"),
     "val_max": (lambda v: v >= 0, "must be >= 0"),
-    "cov_loss_weight": (lambda v: v >= 0, "must be >= 0"),
     "clip_norm": (lambda v: v >= 0, "must be >= 0"),
     "eps": (lambda v: v > 0, "must be > 0"),
-    "dropout": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
-    "attn_dropout": (lambda v: v is None or 0 <= v < 1, "must be in [0, 1)"),
-    "pe_init_std": (lambda v: v > 0, "must be > 0"),
-    "pe_tmax": (lambda v: v is None or v >= 2, "must be >= 2"),
 }
 _CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
@@ -307,14 +300,11 @@ _CHOICES = {
     "rl_logp": ("sum", "mean"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
-    "pe": ("learned", "sinusoidal", "sinusoidal_tmax"),
-    "pe_tmax_rule": ("shared", "per_side"),
-    "activation": ("relu", "gelu"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
 }
 
 
-def _check_value(ctx: _Ctx, key: str, value) -> None:
+def _check_value(ctx: _Where, key: str, value) -> None:
     leaf = key.split(".")[-1]
     if isinstance(value, float) and not math.isfinite(value):
         raise ctx.fail(key, f"{value!r} is not a finite number")
@@ -322,13 +312,6 @@ def _check_value(ctx: _Ctx, key: str, value) -> None:
         ok, desc = _RANGES[leaf]
         if not ok(value):
             raise ctx.fail(key, f"{value!r} {desc}")
-    if leaf == "embeddings" and isinstance(value, str):
-        if not (value in ("random", "word2vec") or value.startswith("pretrained:")):
-            raise ctx.fail(key, f"{value!r} must be \"random\", \"word2vec\" or \"pretrained:<path to a GloVe "
-                           "text file>\"")
-        if value.startswith("pretrained:") and not Path(value.split(":", 1)[1]).is_file():
-            raise ctx.fail(key, f"embeddings file {value.split(':', 1)[1]!r} not found (relative paths are taken "
-                           "from the folder you run zoo in)")
     if leaf == "rl_reward":
         from seq2seq_zoo.train.rewards import parse_reward
         try:
@@ -341,7 +324,7 @@ def _check_value(ctx: _Ctx, key: str, value) -> None:
 
 def _build(cls, values: dict, prefix: str, ctx):
     if isinstance(ctx, str):
-        ctx = _Ctx(Path(ctx), "")
+        ctx = _Where(Path(ctx), "")
     if not isinstance(values, dict):
         raise ctx.fail(prefix, f"must be a table, not {type(values).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -386,7 +369,7 @@ def _check_name(ctx, key, registry, value):
         raise ctx.fail(key, str(e)) from None
 
 
-def _spec_from(ctx: _Ctx, exp_name: str, run: dict, seed: int, profile, data_dir, label: str) -> RunSpec:
+def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_dir, label: str) -> RunSpec:
     run = dict(run)
     model = run.pop("model", None)
     if model is None:
@@ -428,13 +411,20 @@ def _check_data_options(ctx, label: str, data: DataConfig) -> None:
     """``data.options``: the reader's keyword arguments, checked by name (did-you-mean), by type against
     the reader's hints, then by the reader's own rules (files that exist, fractions that sum to 1)."""
     from seq2seq_zoo.data.corpora import check_options, reader_options
+
+    def fail(k: str, msg: str) -> ConfigError:
+        inline = re.search(rf"[{{,][ \t]*{re.escape(k)}[ \t]*=", ctx.text)  # data.options = {{ k = ... }}
+        if _line_of(ctx.text, f"{label}.{k}") is None and inline:
+            return ConfigError(f"{ctx.path}:{ctx.text.count(chr(10), 0, inline.start()) + 1}: {label}.{k}: {msg}")
+        return ctx.fail(f"{label}.{k}", msg)
+
     known = reader_options(data.dataset)
     for k, v in data.options.items():
         if k in known and not _type_ok(v, known[k][1]):
-            raise ctx.fail(f"{label}.{k}", f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
+            raise fail(k, f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
     bad = check_options(data.dataset, data.options)
     if bad:
-        raise ctx.fail(f"{label}.{bad[0]}", bad[1])
+        raise fail(*bad)
 
 
 def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:
@@ -468,7 +458,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     except UnicodeDecodeError as e:
         line = path.read_bytes()[: e.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: bytes that are not UTF-8; save the file as UTF-8") from None
-    ctx = _Ctx(path, text)
+    ctx = _Where(path, text)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -583,7 +573,7 @@ def decode_too_long(decode: DecodeConfig, data: DataConfig) -> str | None:
     return None
 
 
-def _decode_variants(ctx: _Ctx, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
+def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
     """[[decode]] entries: a plain unique name plus decode.* keys, checked like [defaults.decode] and
     against every run (decode.max_len may not exceed a run's data.max_tgt_len)."""
     out: list[DecodeVariant] = []
@@ -629,12 +619,12 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
             over[k] = v
     if not over:
         raise ConfigError(f"{where}: no decode settings given (e.g. beam_size=8,length_penalty=1.0)")
-    ctx = _Ctx(Path(where), "")
+    ctx = _Where(Path(where), "")
     _build(DecodeConfig, over, "decode", ctx)
     return over
 
 
-def _with_run_profile(ctx: _Ctx, i: int, run: dict, profiles: dict, profile: str | None) -> dict:
+def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, profile: str | None) -> dict:
     """A run's own profile overrides, ``[runs.profiles.NAME]`` after its ``[[runs]]`` header: applied on top
     of the run when ``--profile NAME`` is chosen (defaults <- [profiles.NAME] <- run <- run's profile), so
     runs that differ in size can each have their own small profile."""

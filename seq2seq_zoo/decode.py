@@ -26,7 +26,7 @@ import torch
 
 from seq2seq_zoo.config import DecodeConfig
 from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from seq2seq_zoo.models.layers import packed_linear_weights
+from seq2seq_zoo.models.kernels import packed_linear_weights
 
 NEG = float("-inf")
 

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from seq2seq_zoo.config import (DEFAULT_DECODE_NAME, DecodeConfig, RunSpec, decode_too_long,
                                 parse_decode_overrides)
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, encode_examples, iterate
-from seq2seq_zoo.data.corpora import ReadStats, resolve_data_dir
+from seq2seq_zoo.data.corpora import resolve_data_dir
 from seq2seq_zoo.data.splits import select_splits, text_config
 from seq2seq_zoo.data.text import detokenize
 from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
@@ -41,7 +41,7 @@ from seq2seq_zoo.decode import generate
 from seq2seq_zoo.errors import ConfigError, DataError, MissingFile
 from seq2seq_zoo.inference import load_trained_run, run_spec
 from seq2seq_zoo.metrics import evaluate
-from seq2seq_zoo.models.layers import packed_linear_weights
+from seq2seq_zoo.models.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
 from seq2seq_zoo.report.extras import describe

@@ -10,8 +10,9 @@
     claim = "pg unk_ratio < 0.1 * bilstm unk_ratio"
     source = "See et al. 2017, section 7"
 
-RUN is a run name of the file (without the ``-seedN`` suffix that ``seeds`` adds), or ``RUN/DECODE``
-for a decoding variant. Per-example metrics (ROUGE, BERTScore F1, repetition, UNK ratio, length) are
+RUN is a run name of the file (without the ``-seedN`` suffix that ``seeds`` adds), ``RUN/DECODE`` for
+a decoding variant, or ``RUN@init`` for the run that RUN started from (its ``train.init_from``, e.g.
+"rl > rl@init": SCST raises ROUGE-1 over its starting checkpoint). Per-example metrics (ROUGE, BERTScore F1, repetition, UNK ratio, length) are
 compared with a paired test over the same test examples (seeds pooled as example x seed); per-run
 quantities (``best_val_loss``) with Welch's t-test over seeds. See ``seq2seq_zoo.stats``.
 """
@@ -26,7 +27,7 @@ PER_RUN_METRICS = ("best_val_loss",)
 METRICS = PER_EXAMPLE_METRICS + PER_RUN_METRICS
 FINDING_KEYS = ("claim", "metric", "source", "note")
 
-_NAME = r"[\w.-]+(?:/[\w.-]+)?"
+_NAME = r"[\w.-]+(?:/[\w.-]+|@init)?"
 _NUM = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
 _CLAIM = re.compile(rf"^\s*(?P<a>{_NAME})(?:\s+(?P<ma>\w+))?\s*(?P<op>[<>])\s*(?:(?P<c>{_NUM})\s*\*\s*)?"
                     rf"(?P<b>{_NAME})(?:\s+(?P<mb>\w+))?\s*$")
@@ -92,7 +93,7 @@ def parse_findings(entries, run_names: list[str], decode_names: list[str], fail)
         except ValueError as err:
             raise fail(f"findings[{i}].claim", str(err)) from None
         for side in (a, b):
-            run, _, dec = side.partition("/")
+            run, _, dec = side.removesuffix("@init").partition("/")
             if run not in run_names:
                 raise fail(f"findings[{i}].claim", f"no run named '{run}' in this file.{did_you_mean(run, run_names)} "
                            f"Runs: {', '.join(run_names)}")

@@ -39,6 +39,25 @@ def run_spec(run_dir: str | Path, record: dict | None = None) -> RunSpec:
                       "to git); train it with `zoo run` first")
 
 
+# Model defaults before issue 19's correctness fixes. A run whose record has no ``model_rules`` was
+# trained with them; it is rebuilt with them so its weights mean what they meant (a sinusoidal table is
+# not in the checkpoint, so a changed T_max would load silently).
+LEGACY_MODEL_DEFAULTS = {"transformer": {"pe_tmax_rule": "per_side", "pe_init_std": 0.02},
+                         "pointer_generator": {"variant": "bahdanau"}}
+
+
+def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
+    if record is None:
+        path = Path(run_dir) / "record.json"
+        try:
+            record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except (OSError, ValueError):
+            record = None
+    if record is None or "model_rules" in record:
+        return {}
+    return LEGACY_MODEL_DEFAULTS.get(spec.model, {})
+
+
 def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: str = "this command",
                      record: dict | None = None) -> TrainedRun:
     """A trained run's spec, vocabulary and model with the weights of ``checkpoints/<checkpoint>``.
@@ -50,7 +69,8 @@ def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: 
                               "to git; train the run on this machine first (`zoo run ...`, `--force` to retrain)")
     spec = run_spec(run_dir, record)
     vocab = Vocab.load(ck / "vocab.json")
-    model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
+    model = build_model(spec.model, model_context(len(vocab), spec.data),
+                        {**_legacy_defaults(run_dir, spec, record), **spec.model_options})
     load_weights(model, load_checkpoint(ck / checkpoint)["model"], ck / checkpoint)
     return TrainedRun(spec, vocab, model.eval(), ck / checkpoint)
 

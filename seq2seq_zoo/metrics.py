@@ -3,13 +3,12 @@
 rouge      ROUGE-1/2/3/L/Lsum F1 x 100 (Google ``rouge-score``, Porter stemming); with several references
            per example both the mean over references and the max are reported.
 bertscore  BERTScore P/R/F1 (``bert-score``); the backbone and layer are named in the settings; with
-           several references bert-score keeps the best-matching one (its own rule).
+           several references bert-score takes P, R and F1 each as its own maximum over them (its rule).
 length     mean prediction and reference length in words.
 """
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +16,28 @@ import numpy as np
 from seq2seq_zoo.registry import register_metric
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum")
-_SENT = re.compile(r"(?<=[.!?])\s+")
+# ROUGE-Lsum's sentences: nltk's Punkt splitter (Kiss & Strunk 2006) with these abbreviations and no
+# trained model (the English punkt data cannot be downloaded here and ships in no maintained PyPI
+# package), so "Mr." / "Ms." / "p.m." (common in DialogSum) do not end a sentence.
+ROUGE_LSUM_ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "mt", "vs", "etc", "e.g", "i.e",
+                            "a.m", "p.m", "u.s", "u.k", "approx", "dept", "inc", "ltd")
+_punkt = None
+
+
+def _splitter():
+    global _punkt
+    if _punkt is None:
+        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+        params = PunktParameters()
+        params.abbrev_types = set(ROUGE_LSUM_ABBREVIATIONS)
+        _punkt = PunktSentenceTokenizer(params)
+    return _punkt
 
 
 def sentences_newline(text: str) -> str:
-    """rougeLsum treats newlines as sentence boundaries."""
-    return "\n".join(s for s in _SENT.split(text.strip()) if s)
+    """rougeLsum treats newlines as sentence boundaries: one Punkt sentence per line. Line breaks already
+    in the text (CNN/DailyMail highlights, one per line, often without a final period) stay boundaries."""
+    return "\n".join(s for line in text.strip().splitlines() for s in _splitter().tokenize(line.strip()) if s)
 
 
 @register_metric("rouge")
@@ -55,7 +70,7 @@ def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool 
         if multi:
             scores[f"{t}_max"] = 100 * float(np.mean(per[t]["max"])) if predictions else 0.0
     settings = {"implementation": "rouge-score (Google)", "stemmer": stemmer, "score": "F1 x 100",
-                "rougeLsum_sentences": "split on . ! ? followed by space",
+                "rougeLsum_sentences": "nltk Punkt, untrained, abbreviations " + " ".join(ROUGE_LSUM_ABBREVIATIONS),
                 "multi_reference": "mean over references (rougeX) and max over references (rougeX_max)"
                 if multi else "single reference"}
     return scores, settings
@@ -118,7 +133,8 @@ def bertscore(predictions: list[str], references: list[list[str]], *, bertscore_
         per_example["bertscore_f1"] = F.double().tolist()
     settings = {"implementation": f"bert-score {bert_score.__version__}", "backbone": label, "idf": False,
                 "rescale_with_baseline": False,
-                "multi_reference": "best-matching reference per example (bert-score's rule)"}
+                "multi_reference": "per example, P, R and F1 each the maximum over the references, taken "
+                                   "independently (bert-score's rule: they can come from different references)"}
     return scores, settings
 
 

@@ -12,10 +12,6 @@ SCHEMA = 1
 SCORES_FILE = "scores.jsonl"
 
 
-def run_dir(results: Path, experiment: str, run: str) -> Path:
-    return Path(results) / experiment / run
-
-
 def write_record(path: Path, record: dict[str, Any]) -> None:
     atomic_write_json(Path(path) / "record.json", {"schema": SCHEMA, **record})
 

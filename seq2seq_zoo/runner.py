@@ -56,16 +56,21 @@ def _oov_rate(data: list[Encoded]) -> float:
     return float(sum(int((e.src == 1).sum()) for e in data) / n) if n else 0.0
 
 
-def resolve_init(value: str, out: Path) -> Path:
+def resolve_init(value: str, out: Path, seed: int | None = None) -> Path:
     """``init_from`` -> a checkpoint file: a .pt file, a run directory (its checkpoints/best.pt), or
-    the name of a run of the same experiment (a sibling of ``out``)."""
-    for cand in (Path(value), out.parent / value):
-        if cand.is_file():
-            return cand
-        if (cand / "checkpoints" / "best.pt").is_file():
-            return cand / "checkpoints" / "best.pt"
-    raise InitError(f"train.init_from = {value!r}: no checkpoint found (looked for {value}/checkpoints/best.pt "
-                    f"and {out.parent / value}/checkpoints/best.pt); train that run first (zoo run ... --only RUN)")
+    the name of a run of the same experiment (a sibling of ``out``). With ``seed``, a run trained with
+    several seeds is found by its seed too (``dsum-pg`` -> ``dsum-pg-seed2`` for seed 2), so every seed
+    of a fine-tuning run starts from the same seed of its parent."""
+    names = [value] + ([f"{value.rstrip('/')}-seed{seed}"] if seed is not None else [])
+    for name in names:
+        for cand in (Path(name), out.parent / name):
+            if cand.is_file():
+                return cand
+            if (cand / "checkpoints" / "best.pt").is_file():
+                return cand / "checkpoints" / "best.pt"
+    raise InitError(f"train.init_from = {value!r}: no checkpoint found (looked for "
+                    + " and ".join(f"{c}/checkpoints/best.pt" for n in names for c in (n, out.parent / n))
+                    + "); train that run first (zoo run ... --only RUN)")
 
 
 def load_init(model, ckpt: Path, log=print) -> dict:
@@ -105,7 +110,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         torch.set_num_threads(spec.train.threads)
     seed_everything(spec.seed)
     device = pick_device(spec.train.device) if ddp is None else ddp.device(pick_device(spec.train.device))
-    init_ckpt = resolve_init(spec.train.init_from, out) if spec.train.init_from else None
+    init_ckpt = resolve_init(spec.train.init_from, out, spec.seed) if spec.train.init_from else None
     init_vocab = Vocab.load(init_ckpt.parent / "vocab.json") if init_ckpt and (init_ckpt.parent / "vocab.json").is_file() \
         else None
     vocab, data, data_info = prepare_data(spec, data_dir, log, vocab=init_vocab)
@@ -139,14 +144,14 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     dtype = autocast_dtype(spec.train.precision, device)
     if not model.trainable:  # an extractive baseline: nothing to train; it may choose options on validation
         tuned = model.tune(data["validation"])
-        baseline = {"describe": model.describe() if hasattr(model, "describe") else spec.model,
-                    "upper_bound": bool(getattr(model, "upper_bound", False)), "tuned": tuned}
+        baseline = {"describe": model.describe() or spec.model, "upper_bound": bool(model.upper_bound),
+                    "tuned": tuned}
         st, dtype = _NoTraining(), None
         log(f"[{spec.name}] {baseline['describe']}: nothing to train")
     else:
         baseline = None
         st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
-                 resume=resume, progress=progress, log=log, dist=ddp, vocab=vocab)
+                 resume=resume, progress=progress, log=log, ddp=ddp, vocab=vocab)
         if not main:
             return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
         # evaluate the best checkpoint
@@ -171,7 +176,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "version": __version__, "command": command or " ".join(sys.argv),
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
-        "params": params, "model_rules": getattr(model, "model_rules", dict)(),  # the rules the tables state
+        "params": params, "model_rules": model.model_rules(),  # the rules the tables state
         "data": data_info, "embeddings": emb_info, "init_from": init_info,
         "baseline": baseline,
         "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,

@@ -108,3 +108,19 @@ def tiny_transformer(vocab_size: int = 24, seed: int = 0, **kw):
     opts.update(kw)
     torch.manual_seed(seed)
     return Transformer(vocab_size, **opts).eval()
+
+
+def tiny_experiment(name: str, runs: str, *, seeds: int = 3, data_dir=None, description: str | None = None,
+                    epochs: int = 2, batch_size: int = 8, decode_max_len: int = 20, extra_defaults: str = "") -> str:
+    """The tiny Transformer experiment the end-to-end tests run (d_model 16, one layer, fp32 on one
+    thread, beam 2) as TOML text; ``runs``: the [[runs]] / [[decode]] tables that follow [defaults]."""
+    head = [f'name = "{name}"'] + ([f'description = "{description}"'] if description else [])
+    head += ['dataset = "dialogsum"', 'metrics = ["rouge"]', f"seeds = [{seeds}]"]
+    if data_dir is not None:
+        head.append(f'data_dir = "{data_dir}"')
+    return ("[experiment]\n" + "\n".join(head) + "\n\n[defaults]\n"
+            'model = "transformer"\nd_model = 16\nd_ff = 32\nheads = 2\nlayers = 1\ndropout = 0.0\n'
+            "data.max_src_len = 64\ndata.max_tgt_len = 24\n"
+            f"train.epochs = {epochs}\ntrain.batch_size = {batch_size}\ntrain.lr = 0.003\n"
+            'train.precision = "fp32"\ntrain.threads = 1\n'
+            f"decode.beam_size = 2\ndecode.max_len = {decode_max_len}\n{extra_defaults}\n{runs}")

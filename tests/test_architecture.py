@@ -209,6 +209,45 @@ def test_summarize_and_re_decoding_load_a_run_the_same_way(tmp_path):
         load_trained_run(tmp_path, purpose="re-decoding")
 
 
+@pytest.mark.parametrize("model,opts,legacy", [("transformer", {"pe": "sinusoidal_tmax", "d_model": 8, "d_ff": 16,
+                                                                  "heads": 2, "layers": 1}, {"pe_tmax_rule": "per_side"}),
+                                                ("pointer_generator", {"emb_dim": 8, "hidden": 12},
+                                                 {"variant": "bahdanau"})])
+def test_runs_trained_before_issue_19_load_with_their_own_rules(tmp_path, model, opts, legacy):
+    """A checkpoint whose record has no ``model_rules`` was trained with the old defaults (per-side
+    T_max, the Bahdanau-style pointer); re-decoding rebuilds it with those, not today's defaults."""
+    import json
+
+    import torch
+
+    from conftest import tiny_encoded
+    from seq2seq_zoo.config import DataConfig, DecodeConfig, EvalConfig, RunSpec, TrainConfig
+    from seq2seq_zoo.inference import load_trained_run
+    from seq2seq_zoo.models.base import build_model
+    from seq2seq_zoo.registry import model_context
+    from seq2seq_zoo.utils import atomic_torch_save
+    vocab, _ = tiny_encoded(4)
+    spec = RunSpec(experiment="e", name="r", seed=1, model=model, model_options=dict(opts),
+                   data=DataConfig(max_src_len=40, max_tgt_len=12), train=TrainConfig(), decode=DecodeConfig(),
+                   eval=EvalConfig())
+    ck = tmp_path / "checkpoints"
+    ck.mkdir()
+    (ck / "spec.json").write_text(json.dumps(spec.to_dict()))
+    vocab.save(ck / "vocab.json")
+    torch.manual_seed(0)
+    old = build_model(model, model_context(len(vocab), spec.data), {**opts, **legacy})
+    atomic_torch_save({"model": old.state_dict()}, ck / "best.pt")
+    (tmp_path / "record.json").write_text(json.dumps({"run": "r"}))            # made before issue 19
+    run = load_trained_run(tmp_path)
+    if model == "transformer":
+        assert run.model.decoder.pe.base == 13.0 and run.model.encoder.pe.base == 40.0
+    else:
+        assert run.model.variant == "bahdanau"
+    (tmp_path / "record.json").write_text(json.dumps({"run": "r", "model_rules": {}}))   # made after
+    if model == "transformer":
+        assert load_trained_run(tmp_path).model.decoder.pe.base == 40.0
+
+
 # ------------------------------------------------------------------------ the model interface's hooks
 def _bare_model(with_d_model: bool, with_embedding: bool):
     from seq2seq_zoo.models.base import Seq2Seq, StepOutput
@@ -309,3 +348,60 @@ def test_the_loop_and_the_record_use_the_same_schedule_dim(tmp_path):
     st = fit(model, data, data, cfg, seed=0, ckpt_dir=tmp_path, device=torch.device("cpu"), progress=False,
              log=lambda *_: None)
     assert st.history[-1]["lr"] == pytest.approx(lr_at(cfg, st.step, model.schedule_dim()))
+
+
+# ------------------------------------------------------------------------------ loop and data parallel
+def test_data_parallel_training_uses_only_public_torch_apis():
+    """The objective runs inside DDP's forward, so nothing averages gradients by hand, flips DDP's sync
+    flag or unwraps ``model.module``."""
+    from seq2seq_zoo.train import distributed, loop, objectives
+    src = inspect.getsource(distributed) + inspect.getsource(loop) + inspect.getsource(objectives)
+    for private in ("torch._utils", "_execution_engine", "require_backward_grad_sync", ".module"):
+        assert private not in src.replace("ObjectiveModule", ""), private
+
+
+def test_objectives_share_a_base_class_the_loop_relies_on():
+    from seq2seq_zoo.registry import OBJECTIVES
+    from seq2seq_zoo.train import loop
+    from seq2seq_zoo.train.objectives import Objective
+    for name in OBJECTIVES.names():
+        assert issubclass(OBJECTIVES.get(name), Objective), name
+    assert "hasattr(" not in inspect.getsource(loop)
+
+
+def test_bench_times_the_loops_own_train_step():
+    from conftest import random_batch, tiny_transformer
+    from seq2seq_zoo import bench
+    from seq2seq_zoo.train.loop import TrainStep
+    model = tiny_transformer(vocab_size=30).train()
+    tr = bench.Trainer(model, random_batch(30, [5, 4], [3, 3]), torch.device("cpu"), None)
+    assert isinstance(tr.step, TrainStep) and tr.step.cfg.label_smoothing == 0.1 and tr.step.cfg.clip_norm == 1.0
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = tr()
+    assert isinstance(loss, float) and loss > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))   # one update happened
+
+
+def test_model_options_are_checked_by_the_model_that_owns_them(tmp_path):
+    """config.py holds no tables of model options; a model's own ValueError becomes the file's error,
+    pointing at the line of the option it names."""
+    from seq2seq_zoo import config
+    from seq2seq_zoo.config import ConfigError, load_experiment
+    from seq2seq_zoo.models.base import Seq2Seq
+    from seq2seq_zoo.registry import register_model
+    for model_option in ("pe", "activation", "dropout", "attn_dropout", "cov_loss_weight", "embeddings"):
+        assert model_option not in config._RANGES and model_option not in config._CHOICES
+        assert f'"{model_option}"' not in inspect.getsource(config._check_value)
+
+    @register_model("zz_arch_checked")
+    class Checked(Seq2Seq):
+        def __init__(self, vocab_size: int, width: int = 4, depth: int = 1):
+            super().__init__()
+            if width < 2:
+                raise ValueError(f"width must be >= 2, not {width}")
+    p = tmp_path / "e.toml"
+    p.write_text('[experiment]\nname = "x"\ndataset = "dialogsum"\n[defaults]\nmodel = "zz_arch_checked"\n'
+                 'depth = 3\n[[runs]]\nname = "a"\nwidth = 1\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_experiment(p)
+    assert str(e.value).startswith(f"{p}:9: runs[0].width:") and "width must be >= 2, not 1" in str(e.value)

@@ -220,3 +220,18 @@ def test_baselines_end_to_end(tmp_path, dialogsum_dir, capsys):
     findings = (res / "FINDINGS.md").read_text()
     assert "oracle > lead (rouge1)" in findings and "by construction" in findings
     assert (exp / "plots" / "scores.png").is_file()
+
+
+def test_init_from_finds_the_same_seed_of_a_seeded_parent(tmp_path):
+    from seq2seq_zoo.errors import InitError
+    from seq2seq_zoo.runner import resolve_init
+    exp = tmp_path / "exp"
+    for name in ("pg-seed1", "pg-seed2", "solo"):
+        (exp / name / "checkpoints").mkdir(parents=True)
+        (exp / name / "checkpoints" / "best.pt").write_bytes(b"x")
+    out = exp / "final-seed2"
+    assert resolve_init("pg", out, seed=2) == exp / "pg-seed2" / "checkpoints" / "best.pt"
+    assert resolve_init("solo", out, seed=2) == exp / "solo" / "checkpoints" / "best.pt"   # an unseeded parent
+    assert resolve_init(str(exp / "pg"), out, seed=1) == exp / "pg-seed1" / "checkpoints" / "best.pt"
+    with pytest.raises(InitError, match="pg-seed3"):
+        resolve_init("pg", out, seed=3)

@@ -11,32 +11,7 @@ import torch
 
 from seq2seq_zoo.cli import main
 
-EXP = """
-[experiment]
-name = "tiny_e2e"
-description = "tiny end-to-end test"
-dataset = "dialogsum"
-metrics = ["rouge"]
-seeds = [3]
-data_dir = "{data_dir}"
-
-[defaults]
-model = "transformer"
-d_model = 16
-d_ff = 32
-heads = 2
-layers = 1
-dropout = 0.0
-data.max_src_len = 64
-data.max_tgt_len = 24
-train.epochs = 2
-train.batch_size = 8
-train.lr = 0.003
-train.precision = "fp32"
-train.threads = 1
-decode.beam_size = 2
-decode.max_len = 20
-
+RUNS = """
 [[runs]]
 name = "learned"
 pe = "learned"
@@ -50,11 +25,12 @@ pe = "sinusoidal"
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """Run the tiny experiment once for the module (the slow part)."""
-    from conftest import write_dialogsum
+    from conftest import tiny_experiment, write_dialogsum
     tmp = tmp_path_factory.mktemp("e2e")
     data_dir = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
     toml = tmp / "tiny_e2e.toml"
-    toml.write_text(EXP.format(data_dir=data_dir), encoding="utf-8")
+    toml.write_text(tiny_experiment("tiny_e2e", RUNS, data_dir=data_dir, description="tiny end-to-end test"),
+                    encoding="utf-8")
     results = tmp / "results"
     threads = torch.get_num_threads()
     rc = main(["run", str(toml), "--results", str(results), "--no-progress"])
@@ -203,3 +179,19 @@ def test_eval_and_summarize_commands(finished_run, capsys):
     f.write_text("#Person1#: Hello Amy, I want to buy a red car.\n#Person2#: The red car is in the shop.")
     assert main(["summarize", str(exp / "learned"), "--file", str(f), "--max-len", "10"]) == 0
     assert len(capsys.readouterr().out.strip().split()) <= 10
+
+
+def test_report_shows_the_stale_flag_of_records_made_before_a_fix(finished_run, tmp_path):
+    """A record marked ``stale`` (made before the correctness fixes of issue 19) says so in the
+    settings of the rebuilt tables and README."""
+    from seq2seq_zoo.report.build import build_report
+    toml, results, exp, data_dir = finished_run
+    copy = tmp_path / "tiny_e2e"
+    shutil.copytree(exp, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    rec = json.loads((copy / "sinus" / "record.json").read_text())
+    rec["stale"] = "made before the correctness fixes (issue 19): beam search (19.1)"
+    (copy / "sinus" / "record.json").write_text(json.dumps(rec))
+    build_report(copy)
+    line = "- **Stale**: made before the correctness fixes (issue 19): beam search (19.1) (sinus)"
+    assert line in (copy / "README.md").read_text() and line in (copy / "table.md").read_text()
+    assert "**Stale**" not in (exp / "table.md").read_text()

@@ -99,6 +99,17 @@ def test_csv_tsv_columns_errors_and_encoding(tmp_path, fmt, sep):
     assert ex[-1].source == "caf\u00e9"
 
 
+def test_csv_field_longer_than_csv_default_limit(tmp_path):
+    """A whole article in one field (csv's default limit is 131,072 characters)."""
+    files = {}
+    for s in SPLITS:
+        p = tmp_path / f"{s}.csv"
+        p.write_text("body,gist\n" + '"' + "word " * 40000 + '",short\n', encoding="utf-8")
+        files[s] = str(p)
+    ex = load_split("csv", tmp_path, "train", options={**files, "source": "body", "target": "gist"})
+    assert len(ex[0].source) == 200000
+
+
 # ------------------------------------------------------------------------------ experiment-file options
 EXP = """[experiment]
 name = "own"
@@ -134,12 +145,22 @@ def test_options_in_experiment_file_checked_with_file_line_and_key(tmp_path):
         ("inshorts", "split_fractions = [0.8, 0.1]", "data.options.split_fractions", "sum to 1"),
         ("inshorts", 'target = "title"', "data.options.target", "text, headlines"),
         ("dialogsum", "x = 1", "data.options.x", "takes no options"),
+        ("cnn_dailymail", 'cnn_ids = "ids.txt"', "data.options.cnn_ids", "goes with cnn_only = true"),
+        ("cnn_dailymail", 'cnn_only = true\ncnn_ids = "nope.txt"', "data.options.cnn_ids", "not found"),
         ("hf", 'source = "a"\ntarget = "b"', "data.options.path", "save_to_disk"),
     ]
     for dataset, options, where, what in cases:
         with pytest.raises(ConfigError) as e:
             load_experiment(_exp(tmp_path, dataset, options))
         assert where in str(e.value) and what in str(e.value), str(e.value)
+
+
+def test_inline_options_table_errors_name_the_line(tmp_path):
+    p = tmp_path / "e.toml"
+    p.write_text('[experiment]\nname = "e"\n\n[defaults]\nmodel = "gru"\ndata.dataset = "inshorts"\n'
+                 'data.options = { target = "text", min_source_chars = -1 }\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"e\.toml:7: runs\[0\]\.data\.options\.min_source_chars: -1 must be >= 0"):
+        load_experiment(p)
 
 
 def test_zoo_data_info_on_own_files_and_experiment(tmp_path, capsys):
@@ -222,3 +243,11 @@ def test_cnn_dailymail_through_hf_option(tmp_path):
     ex = load_split("cnn_dailymail", tmp_path, "test", stats=st, options=o)
     assert [(e.id, e.references) for e in ex] == [("a1", ["first .\nsecond ."])]
     assert sum(st.skipped.values()) == 1
+
+
+def test_zoo_list_datasets_shows_reader_options(capsys):
+    assert main(["list", "datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "options: target='text', min_source_chars=0" in out          # inshorts
+    assert "options: cnn_only=False, cnn_ids='', max_highlights=0" in out   # cnn_dailymail
+    assert "options: train='', validation='', test='', source=''" in out # jsonl / csv / tsv

@@ -66,14 +66,18 @@ def _fixture(tag: str, root: Path) -> tuple[str, str, str]:
                 w.writerow(["a", "d", "h", "u", b, a])
             w.writerow(["a", "d", "h", "u", "summary of an empty article", ""])
         return "inshorts", "{ split_fractions = [0.6, 0.2, 0.2], split_seed = 3 }", f'data_dir = "{root}"'
-    if tag in ("jsonl", "tsv"):
+    if tag in ("jsonl", "csv", "tsv"):
+        import csv
         files = {}
         for s, ps in pairs.items():
             p = root / f"{s}.{tag}"
             if tag == "jsonl":
                 p.write_text("".join(json.dumps({"text": a, "gist": b, "alt": b.upper()}) + "\n" for a, b in ps))
             else:
-                p.write_text("text\tgist\talt\n" + "".join(f"{a.replace(chr(10), ' ')}\t{b}\t{b.upper()}\n" for a, b in ps))
+                with open(p, "w", newline="", encoding="utf-8") as f:
+                    w = csv.writer(f, delimiter="," if tag == "csv" else "\t")
+                    w.writerow(["text", "gist", "alt"])
+                    w.writerows([a, b, b.upper()] for a, b in ps)   # multi-line dialogues: quoted fields
             files[s] = str(p)
         opts = ", ".join(f'{s} = "{files[s]}"' for s in files)
         return tag, f'{{ {opts}, source = "text", target = ["gist", "alt"] }}', ""
@@ -86,7 +90,7 @@ def _fixture(tag: str, root: Path) -> tuple[str, str, str]:
     raise AssertionError(tag)
 
 
-@pytest.mark.parametrize("tag", ["cnn_dailymail", "inshorts", "jsonl", "tsv", "hf"])
+@pytest.mark.parametrize("tag", ["cnn_dailymail", "inshorts", "jsonl", "csv", "tsv", "hf"])
 def test_zoo_run_end_to_end_on_each_new_dataset(tmp_path, tag):
     dataset, options, data_dir = _fixture(tag, tmp_path / "data")
     toml = tmp_path / f"{tag}.toml"
@@ -104,7 +108,7 @@ def test_zoo_run_end_to_end_on_each_new_dataset(tmp_path, tag):
     assert "rouge1" in rec["eval"]["scores"]
     reader = rec["data"]["reader"]["train"]
     assert reader["files"] and reader["fields"]
-    if tag in ("jsonl", "tsv"):
+    if tag in ("jsonl", "csv", "tsv"):
         assert all(len(p["references"]) == 2 for p in preds)
     if tag == "inshorts":
         assert rec["data"]["skipped"] == {"test": {"empty or missing source": 1}} or \
@@ -113,6 +117,12 @@ def test_zoo_run_end_to_end_on_each_new_dataset(tmp_path, tag):
     if tag == "cnn_dailymail":
         assert all("\n" not in r for p in preds for r in p["references"])   # first highlight only
     assert (tmp_path / "R" / f"ds_{tag}" / "table.md").is_file()
+    # train and validation loss per epoch, as a training-log table (loss.csv)
+    import csv
+    rows = list(csv.DictReader(open(tmp_path / "R" / f"ds_{tag}" / "loss.csv")))
+    assert [(r["run"], int(r["epoch"])) for r in rows] == [("tiny", h["epoch"]) for h in hist]
+    assert [float(r["train_loss"]) for r in rows] == pytest.approx([h["train_loss"] for h in hist])
+    assert [float(r["val_loss"]) for r in rows] == pytest.approx([h["val_loss"] for h in hist])
 
 
 TINY = """

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_encoded, tiny_transformer, write_dialogsum
+from conftest import tiny_encoded, tiny_experiment, tiny_transformer, write_dialogsum
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.registry import register_objective
@@ -31,15 +31,24 @@ CPU = torch.device("cpu")
 
 # (name, TrainConfig overrides, resume after this many epochs or None), each run in 1 and in 2 processes
 CASES = [("plain", {}, None), ("accum2+resume", {"accum_steps": 2}, 1)]
-# DDP runs compared with the single-process run named last: an objective that calls the model without
-# the DDP wrapper (as SCST decodes through encode/decode_step) still gets its gradients averaged
-BYPASS = ("bypass+accum2", {"accum_steps": 2, "objective": "test_ce_bypassing_ddp"}, None, "accum2+resume")
-REFERENCE = {**{c[0]: c[0] for c in CASES}, BYPASS[0]: BYPASS[3]}
+# An objective that never calls model.forward (as SCST decodes through encode/decode_step) still trains
+# in two processes like in one: it runs inside the DDP wrapper's forward, which averages its gradients
+STEPWISE = ("stepwise+accum2", {"accum_steps": 2, "objective": "test_ce_by_decode_steps"}, None)
+REFERENCE = {**{c[0]: c[0] for c in CASES}, STEPWISE[0]: STEPWISE[0]}
 
 
-class _CEBypassingDDP(CrossEntropy):
+@register_objective("test_ce_by_decode_steps")
+class _CEByDecodeSteps(CrossEntropy):
+    """Token cross-entropy computed step by step through encode / decode_step."""
+
     def __call__(self, model, batch):
-        return super().__call__(getattr(model, "module", model), batch)
+        state, nll = model.encode(batch), 0.0
+        for t in range(batch.tgt_in.size(1)):
+            lp, state = model.decode_step(state, batch.tgt_in[:, t])
+            tgt = batch.tgt_out[:, t]
+            nll = nll - lp.float().gather(1, tgt[:, None]).squeeze(1).masked_fill(tgt == 0, 0.0).sum()
+        n = int((batch.tgt_out != 0).sum())
+        return nll / max(n, 1), {"nll_sum": float(nll.detach()), "tokens": n}
 
 
 def _cfg(over: dict, epochs: int = 2) -> TrainConfig:
@@ -62,7 +71,7 @@ def _train(ctx, ckpt: Path, over: dict, resume_after: int | None) -> dict:
 
     ctx.reduce = recording
     model = tiny_transformer(len(vocab), layers=1, max_src_len=64)
-    quiet = dict(seed=1, ckpt_dir=ckpt, device=CPU, progress=False, log=lambda *_: None, dist=ctx)
+    quiet = dict(seed=1, ckpt_dir=ckpt, device=CPU, progress=False, log=lambda *_: None, ddp=ctx)
     if resume_after:
         fit(model, train, val, _cfg(over, resume_after), **quiet)
         model = tiny_transformer(len(vocab), layers=1, max_src_len=64, seed=5)  # a new process: weights come from last.pt
@@ -91,10 +100,9 @@ def _assert_same_weights(got: dict, want: dict, d_model: int = 16) -> None:
 def _worker(rank: int, world: int, init_file: str, tmp: str) -> None:
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    register_objective("test_ce_bypassing_ddp")(_CEBypassingDDP)  # in the workers only
     try:
         out = {}
-        for name, over, resume_after in [*CASES, BYPASS[:3]]:
+        for name, over, resume_after in [*CASES, STEPWISE]:
             # a folder per rank where nothing is resumed: shows that rank 1 writes nothing
             ckpt = Path(tmp) / name / (f"rank{rank}" if resume_after is None else "shared")
             out[name] = _train(DDPContext(rank, world), ckpt, over, resume_after)
@@ -107,7 +115,7 @@ def _worker(rank: int, world: int, init_file: str, tmp: str) -> None:
 def ddp_and_single(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp")
     torch.multiprocessing.spawn(_worker, args=(2, str(tmp / "pg"), str(tmp)), nprocs=2, join=True)
-    single = {name: _train(Single(), tmp / "single" / name, over, None) for name, over, _ in CASES}
+    single = {name: _train(Single(), tmp / "single" / name, over, None) for name, over, _ in [*CASES, STEPWISE]}
     return tmp, single, torch.load(tmp / "out0.pt"), torch.load(tmp / "out1.pt")
 
 
@@ -137,36 +145,10 @@ def test_only_rank_0_writes_checkpoints(ddp_and_single):
 
 
 # ------------------------------------------------------------------------------------------------ CLI
-EXP = """\
-[experiment]
-name = "{name}"
-dataset = "dialogsum"
-metrics = ["rouge"]
-seeds = [2]
-
-[defaults]
-model = "transformer"
-d_model = 16
-d_ff = 32
-heads = 2
-layers = 1
-dropout = 0.0
-data.max_src_len = 64
-data.max_tgt_len = 24
-train.epochs = {epochs}
-train.batch_size = 4
-train.lr = 0.003
-train.eps = 1e-6
-train.precision = "fp32"
-train.threads = 1
-decode.beam_size = 2
-decode.max_len = 12
-{runs}"""
-
-
 def _exp(tmp: Path, name: str, runs: list[str], epochs: int = 1) -> Path:
     path = tmp / f"{name}.toml"
-    path.write_text(EXP.format(name=name, epochs=epochs, runs="".join(f'\n[[runs]]\nname = "{r}"\n' for r in runs)),
+    path.write_text(tiny_experiment(name, "".join(f'\n[[runs]]\nname = "{r}"\n' for r in runs), seeds=2, epochs=epochs,
+                                    batch_size=4, decode_max_len=12, extra_defaults="train.eps = 1e-6\n"),
                     encoding="utf-8")
     return path
 
@@ -229,3 +211,35 @@ def test_zoo_run_nproc_2_matches_one_process_and_only_rank_0_writes(tmp_path):
     assert len((run_dir / "predictions.jsonl").read_text().splitlines()) == 2
     assert not list(run_dir.rglob(".*.tmp")) and not (run_dir / ".lock").exists()
     assert (tmp_path / "R2" / "ddp" / "table.csv").is_file()
+
+
+def test_scst_runs_inside_the_ddp_forward_like_one_process(tmp_path):
+    """SCST (sampling and greedy decoding through encode/decode_step) under DistributedDataParallel, one
+    gloo rank: the objective gets the model itself (no ``model.module`` unwrapping), DDP's probe uses a
+    copy of it (the reward statistics count only real batches), and the weights equal a plain run's."""
+    import torch.distributed as td
+
+    from seq2seq_zoo.registry import MODELS
+
+    vocab, data = tiny_encoded(6)
+    cfg = TrainConfig(epochs=1, batch_size=3, lr=1e-3, precision="fp32", objective="scst", rl_max_len=6,
+                      rl_gamma=0.5)
+    quiet = dict(seed=4, device=CPU, progress=False, log=lambda *_: None, vocab=vocab)
+
+    def train(ctx, folder):
+        torch.manual_seed(0)
+        model = MODELS.create("pointer_generator", vocab_size=len(vocab), emb_dim=8, hidden=8)
+        st = fit(model, data, data[:2], cfg, ckpt_dir=tmp_path / folder, ddp=ctx, **quiet)
+        return st, model.state_dict()
+
+    one, w_one = train(Single(), "one")
+    td.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        ddp, w_ddp = train(DDPContext(0, 1), "ddp")
+    finally:
+        td.destroy_process_group()
+    assert ddp.objective_stats["steps"] == one.objective_stats["steps"] == 2   # 6 examples / batch 3
+    timeless = lambda s: {k: v for k, v in s.items() if k != "reward_seconds"}  # noqa: E731
+    assert timeless(ddp.objective_stats) == pytest.approx(timeless(one.objective_stats))
+    for k, v in w_one.items():
+        torch.testing.assert_close(w_ddp[k], v, rtol=1e-5, atol=1e-6, msg=k)

@@ -101,3 +101,34 @@ def test_bertscore_backbone_is_roberta_large_when_in_the_hf_cache(tmp_path, monk
     (repo / "snapshots" / "0123abc").mkdir(parents=True)
     (repo / "snapshots" / "0123abc" / "config.json").write_text("{}")
     assert resolve_bertscore_backbone("auto") == ("roberta-large", 17, "roberta-large (layer 17)")
+
+
+# ------------------------------------------------------------- labels that say what the code does (issue 19.9)
+def test_rouge_lsum_splitter_keeps_titles_and_splits_sentences():
+    """Punkt (nltk) with the stated abbreviations: no split after Mr. / Ms. / Dr. / p.m. (common in
+    DialogSum), a split after every other sentence end."""
+    from seq2seq_zoo.metrics import ROUGE_LSUM_ABBREVIATIONS, sentences_newline
+    text = "#Person1# asks Mr. Smith to come at 5 p.m. tomorrow. He says no! Ms. Lee and Dr. Brown agree. ok?"
+    assert sentences_newline(text) == ("#Person1# asks Mr. Smith to come at 5 p.m. tomorrow.\nHe says no!\n"
+                                       "Ms. Lee and Dr. Brown agree.\nok?")
+    assert sentences_newline("mr. smith left. mrs. jones stayed.") == "mr. smith left.\nmrs. jones stayed."
+    assert {"mr", "mrs", "ms", "dr", "p.m"} <= set(ROUGE_LSUM_ABBREVIATIONS)
+    _, settings = rouge(["a b."], [["a b."]])
+    assert "punkt" in settings["rougeLsum_sentences"].lower() and "mr" in settings["rougeLsum_sentences"]
+
+
+def test_bertscore_multi_reference_rule_is_stated_as_bert_score_applies_it():
+    """bert-score takes P, R and F1 each as its own maximum over the references (they can come from
+    different references); the settings say so, not "best-matching reference"."""
+    pytest.importorskip("bert_score")
+    from seq2seq_zoo.metrics import bertscore
+    pred = ["the cat sat on the mat today with a hat"]
+    refs = ["the cat sat", "a cat sat on the mat today with a big red hat and a dog"]
+    both, settings = bertscore(pred, [refs], bertscore_model="all-MiniLM-L6-v2")
+    one = [bertscore(pred, [[r]], bertscore_model="all-MiniLM-L6-v2")[0] for r in refs]
+    for k in ("bertscore_p", "bertscore_r", "bertscore_f1"):
+        assert both[k] == pytest.approx(max(o[k] for o in one), abs=1e-6)
+    best_p = max(range(2), key=lambda i: one[i]["bertscore_p"])
+    best_r = max(range(2), key=lambda i: one[i]["bertscore_r"])
+    assert best_p != best_r                        # the maxima come from different references here
+    assert "independently" in settings["multi_reference"] and "best-matching" not in settings["multi_reference"]

@@ -61,6 +61,24 @@ def test_cnn_only_first_k_highlights_and_source_words(tmp_path):
     assert "CNN stories only" in st.notes["filter"]
 
 
+def test_cnn_only_by_id_from_ids_or_story_urls(tmp_path):
+    """cnn_ids: ids, or story URLs hashed as the corpus names stories (sha1 of the URL); rows without an
+    id fall back to the marker."""
+    import hashlib
+    root = write_cnn(tmp_path)
+    url = "http://web.archive.org/web/2015/http://www.cnn.com/2015/story"
+    sha = hashlib.sha1(url.encode()).hexdigest()
+    ids = tmp_path / "cnn_ids.txt"
+    ids.write_text(f"{2:040x}\n{url}\n\n", encoding="utf-8")   # story 2 is Daily Mail by its text
+    from seq2seq_zoo.data.news import load_cnn_ids
+    assert load_cnn_ids(ids) == {f"{2:040x}", sha}
+    st = ReadStats()
+    train = load_split("cnn_dailymail", root, "train", stats=st, options={"cnn_only": True, "cnn_ids": str(ids)})
+    # story 0 has no id (kept by its marker); story 2 is kept by id; 1, 3, 4 are not in the list
+    assert [e.id for e in train] == ["cnn_dailymail.train.first3-1", f"{2:040x}"]
+    assert st.skipped == {f"not a CNN story (id not in {ids})": 3} and "by id (2 ids" in st.notes["filter"]
+
+
 def _append(root: Path, name: str, raw: bytes) -> tuple[Path, int]:
     p = root / "cnn_dailymail" / name
     with open(p, "ab") as f:
@@ -109,7 +127,7 @@ def test_rouge_lsum_uses_highlight_lines_as_sentences(tmp_path):
     as_lines, _ = rouge([pred], [[lines]])
     as_one, _ = rouge([pred], [[lines.replace("\n", " ")]])
     assert as_lines["rougeLsum"] == pytest.approx(100 * 10 / 13)   # union-LCS 5 of 8 ref / 5 of 5 pred tokens
-    assert as_one["rougeLsum"] < as_lines["rougeLsum"] - 20
+    assert as_one["rougeLsum"] < as_lines["rougeLsum"] - 10   # 61.5 vs 76.9 with the Punkt splitter
 
 
 def test_cnn_staged_files_give_the_documented_counts():

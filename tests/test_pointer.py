@@ -242,12 +242,12 @@ def test_coverage_penalty_formula_and_effect():
 def test_pointer_adds_4n_plus_m_plus_1_weights(layers):
     n, m = 12, 8
     base = count_parameters(make("bilstm", output_layers=2, layers=layers))
-    ptr = count_parameters(make("pointer_generator", layers=layers))
+    ptr = count_parameters(make("pointer_generator", layers=layers, variant="bahdanau"))
     assert ptr["pointer"] == 4 * n + m + 1
     assert ptr["total"] - base["total"] == 4 * n + m + 1
     assert {k: v for k, v in ptr.items() if k not in ("pointer", "total")} == \
         {k: v for k, v in base.items() if k != "total"}
-    cov = count_parameters(make("pointer_generator", layers=layers, coverage=True))
+    cov = count_parameters(make("pointer_generator", layers=layers, coverage=True, variant="bahdanau"))
     assert cov["total"] - ptr["total"] == n       # w_c: one weight per attention unit
 
 
@@ -380,3 +380,53 @@ def test_init_from_coverage_phase_and_scst_end_to_end(tmp_path):
     rc = main(["run", str(toml), "--results", str(res), "--no-progress", "--only", "bad-init"])
     torch.set_num_threads(threads)
     assert rc == 2
+
+
+# --- fidelity to See et al. 2017 (issue 19.7) -------------------------------------------------------
+def test_see_variant_queries_attention_with_s_t_and_feeds_p_vocab_s_t_and_context():
+    """Default variant "see": the decoder LSTM reads E y_{t-1} and gives s_t; attention is queried with
+    s_t (eq. 1); P_vocab = softmax(V'(V [s_t; h*_t] + b) + b') (eq. 4). Checked by recomputing one step
+    by hand from the model's own layers."""
+    model = make(seed=2)
+    assert model.variant == "see"
+    batch = oov_batch()
+    state = model.encode(batch)
+    prev = torch.full((3,), BOS_ID)
+    with torch.no_grad():
+        lp, new = model.decode_step(state, prev)
+        y = model.tgt_embed(model.feed(prev))
+        h0, c0 = state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous()
+        s, (h1, c1) = model.decoder(y.unsqueeze(1), (h0, c0))           # s_t from E y_{t-1} alone
+        ctx, a = model.attention(h1[-1], state["memory"], state["mask"], state["keys"], state["cov"])
+        p_vocab = torch.softmax(model.output(torch.cat([s[:, 0], ctx], -1)), -1)
+        p_gen = torch.sigmoid(model.p_gen(torch.cat([ctx, h1[-1], c1[-1], y], -1))).squeeze(-1)
+    torch.testing.assert_close(new["p_gen"], p_gen)
+    absent = [w for w in range(V) if w not in (5, 6, 7)]      # words not in example 0's source
+    torch.testing.assert_close(lp[0, absent].exp(), p_gen[0] * p_vocab[0, absent], atol=1e-6, rtol=1e-5)
+    n, m = 12, 8
+    counts = count_parameters(model)
+    assert counts["output"] == 3 * n * n + n + n * V + V                 # [s_t; h*_t] is 3n wide
+    assert counts["decoder"] == 4 * (n * n + n * m + 2 * n) + 3 * n * n + 2 * n   # LSTM on E y_{t-1} + attention
+    assert model.model_rules()["pointer_variant"].startswith("see")
+
+
+def test_log_space_mixture_keeps_gradient_for_very_unlikely_targets():
+    """A target word whose probability is below 1e-30 still has its true log-prob and a gradient (the
+    old clamp_min(1e-30) gave log 1e-30 and no gradient)."""
+    model = make(seed=0).double()
+    with torch.no_grad():
+        model.output[-1].bias[19] -= 200.0            # word 19 appears in no source: only P_vocab holds it
+    batch = oov_batch()
+    out = model(batch)
+    lp = out.log_probs[0, 0, 19]
+    assert float(lp) < -150                           # not clamped at log(1e-30) = -69
+    g = torch.autograd.grad(lp, model.output[-1].bias)[0]
+    assert g[19] != 0
+
+
+def test_bahdanau_variant_keeps_the_previous_rule():
+    model = make(seed=2, variant="bahdanau")
+    n, m = 12, 8
+    assert count_parameters(model)["output"] == (3 * n + m) * n + n + n * V + V
+    with pytest.raises(ValueError, match="variant"):
+        make(variant="vinyals")

@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-from conftest import random_batch, write_dialogsum
+from conftest import random_batch, tiny_experiment, write_dialogsum
 
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import (
@@ -357,32 +357,7 @@ def test_run_profiles_override_a_run_under_that_profile_only(tmp_path):
 
 
 # ================================================================== end to end: sweep, eval, report
-EXP = """
-[experiment]
-name = "sweep_e2e"
-dataset = "dialogsum"
-metrics = ["rouge"]
-seeds = [3]
-data_dir = "{data_dir}"
-
-[defaults]
-model = "transformer"
-d_model = 16
-d_ff = 32
-heads = 2
-layers = 1
-dropout = 0.0
-data.max_src_len = 64
-data.max_tgt_len = 24
-train.epochs = 2
-train.batch_size = 8
-train.lr = 0.003
-train.precision = "fp32"
-train.threads = 1
-decode.beam_size = 2
-decode.max_len = 20
-eval.train_sample = 0.25
-
+SWEEP_E2E = """
 [[runs]]
 name = "r"
 
@@ -405,7 +380,8 @@ def swept(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
     data_dir = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
     toml = tmp / "sweep_e2e.toml"
-    toml.write_text(EXP.format(data_dir=data_dir), encoding="utf-8")
+    toml.write_text(tiny_experiment("sweep_e2e", SWEEP_E2E, data_dir=data_dir, extra_defaults="eval.train_sample = 0.25\n"),
+                    encoding="utf-8")
     threads = torch.get_num_threads()
     assert main(["run", str(toml), "--results", str(tmp / "results"), "--no-progress"]) == 0
     torch.set_num_threads(threads)

@@ -159,3 +159,16 @@ def test_report_scores_old_records_from_predictions(tmp_path, dialogsum_dir):
     new = {json.loads(x)["id"]: json.loads(x)["rouge1"] for x in after[1:]}
     assert new == pytest.approx(old)                      # the same rouge-score settings as the record
     assert (res / "FINDINGS.md").is_file()
+
+
+def test_convergence_label():
+    from seq2seq_zoo.report.tables import convergence
+
+    def rec(vals, early=False, metric="loss", best=None, steps=10):
+        return {"train": {"stopped_early": early, "val_metric": metric, "best_step": best, "steps": steps,
+                          "history": [{"epoch": i + 1, "val_loss": v} for i, v in enumerate(vals)]}}
+    assert convergence(rec([4.0, 3.5, 3.2])) == "not converged"       # still falling at the cap
+    assert convergence(rec([4.0, 3.5, 3.6])) == "cap reached"         # turned up before the cap
+    assert convergence(rec([4.0, 3.5, 3.6, 3.7], early=True)) == "early-stopped"
+    assert convergence(rec([4.0], metric="rouge1", best=10, steps=10)) == "not converged"
+    assert convergence(rec([4.0], metric="rouge1", best=4, steps=10)) == "cap reached"

@@ -13,7 +13,6 @@ which ``zoo data info`` prints and the run record keeps.
 from __future__ import annotations
 
 import csv
-import hashlib
 import inspect
 import io
 import json
@@ -158,17 +157,39 @@ def samsum(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadSt
 
 
 @register_dataset("gigaword")
-def gigaword(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None):
-    """Gigaword headlines (Rush et al. 2015): parallel X.article.txt / X.title.txt; test = 1,951 pairs."""
+def gigaword(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
+             extra_train: list[str] | None = None):
+    """Gigaword headlines (Rush et al. 2015): parallel X.article.txt / X.title.txt; test = 1,951 pairs.
+    ``extra_train``: more files of the folder (by prefix, e.g. ["valid_random10k"]) that join the training
+    split; their pairs whose article also appears in the validation or test split, or earlier in the
+    training split, are dropped and counted (the staged valid_random10k shares 58 articles with valid)."""
     stats = stats or ReadStats()
     name = {"train": "train", "validation": "valid", "test": "test"}[split]
+    out = _gigaword_file(data_dir, name, on_bad, stats)
+    if split != "train" or not extra_train:
+        return out
+    held_out = {e.source for s in ("valid", "test") for e in _gigaword_file(data_dir, s, on_bad, ReadStats())}
+    seen = {e.source for e in out}
+    for prefix in extra_train:
+        for e in _gigaword_file(data_dir, prefix, on_bad, stats):
+            if e.source in held_out:
+                stats.skip(f"{prefix}: article also in the validation or test split")
+            elif e.source in seen:
+                stats.skip(f"{prefix}: article already in the training split")
+            else:
+                seen.add(e.source)
+                out.append(e)
+    return out
+
+
+def _gigaword_file(data_dir: Path, name: str, on_bad: str, stats: ReadStats) -> list[Example]:
     src_p = data_dir / "gigaword" / f"{name}.article.txt"
     tgt_p = data_dir / "gigaword" / f"{name}.title.txt"
     for p in (src_p, tgt_p):
         if not p.is_file():
             raise DataError(f"{p}: file not found (see `zoo data download gigaword`)")
-    stats.notes.update(files=[str(src_p), str(tgt_p)], fields={"source": "line of X.article.txt",
-                                                                "target": "same line of X.title.txt"})
+    _note_file(stats, src_p, {"source": "line of X.article.txt", "target": "same line of X.title.txt"})
+    _note_file(stats, tgt_p)
     out = []
     with open(src_p, "rb") as fs, open(tgt_p, "rb") as ft:
         src_lines, tgt_lines = fs.read().split(b"\n"), ft.read().split(b"\n")
@@ -249,3 +270,23 @@ def describe_source(dataset: str, data_dir: Path, options: dict) -> str:
     if describe is not None:
         return describe(options)
     return str(Path(data_dir) / dataset)
+
+
+def csv_rows(text: str, path, delimiter: str = ","):
+    """(line number, fields) of every row of a CSV/TSV text, the header first. Fields may hold whole
+    articles (csv's default limit is 128 kB a field: raised here); a row the csv module cannot parse is a
+    DataError naming the file and line."""
+    old = csv.field_size_limit()
+    csv.field_size_limit(1 << 30)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DataError(f"{path}:{reader.line_num}: not valid CSV ({e}); fix the row") from None
+            yield reader.line_num, row
+    finally:
+        csv.field_size_limit(old)

@@ -21,12 +21,9 @@ its configuration; ``splits`` maps our split names to the dataset's (``{validati
 """
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
-from typing import Any
 
-from seq2seq_zoo.data.corpora import SPLITS, DataError, Example, ReadStats, _jsonl, _make, _note_file
+from seq2seq_zoo.data.corpora import SPLITS, DataError, Example, ReadStats, _jsonl, _make, _note_file, csv_rows
 from seq2seq_zoo.registry import register_dataset
 
 HF_INSTALL = 'pip install -e ".[hf]" (or pip install datasets)'
@@ -111,21 +108,21 @@ def _delimited(path: Path, delimiter: str, encoding: str, on_bad: str, stats: Re
                         "to UTF-8") from None
     except LookupError:
         raise DataError(f"{path}: unknown encoding {encoding!r} in data.options.encoding") from None
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header = next(reader, None)
+    reader = csv_rows(text, path, delimiter)
+    header = next(reader, (1, []))[1]
     if not header:
         raise DataError(f"{path}:1: no header line; the first line must name the columns")
-    for row in reader:
+    for lineno, row in reader:
         if not row:
             continue
         if len(row) != len(header):
             if on_bad == "skip":
                 stats.skip("malformed line")
                 continue
-            raise DataError(f"{path}:{reader.line_num}: malformed row ({len(row)} fields, the header has "
+            raise DataError(f"{path}:{lineno}: malformed row ({len(row)} fields, the header has "
                             f"{len(header)}); fix the row (quote fields holding the delimiter) or set "
                             "data.on_bad = \"skip\"")
-        yield reader.line_num, dict(zip(header, row))
+        yield lineno, dict(zip(header, row))
 
 
 def _delimited_reader(delimiter: str, name: str):

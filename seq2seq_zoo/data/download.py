@@ -500,7 +500,7 @@ def _unlink(p: Path | None) -> None:
             pass
 
 
-class _Ctx:
+class _Job:
     """What an error message needs: the dataset, its folder and the hint for doing it by hand."""
 
     def __init__(self, spec: DatasetSpec, folder: Path, mirror: str | None):
@@ -516,7 +516,7 @@ class _Ctx:
 
 
 def _fetch(url: str, folder: Path, tmp_name: str, *, size: int | None, progress: bool, timeout: float,
-           ctx: _Ctx, names: list[str]) -> tuple[Path, str]:
+           ctx: _Job, names: list[str]) -> tuple[Path, str]:
     """Stream ``url`` into a new temporary file in ``folder``; return (temp path, sha256 hex).
 
     Any failure removes the temporary file and raises DownloadError.
@@ -573,7 +573,7 @@ def _fetch(url: str, folder: Path, tmp_name: str, *, size: int | None, progress:
         raise
 
 
-def _read_member(archive: Path, member: str, url: str, ctx: _Ctx, names: list[str]) -> bytes:
+def _read_member(archive: Path, member: str, url: str, ctx: _Job, names: list[str]) -> bytes:
     try:
         with zipfile.ZipFile(archive) as zf:
             members = [i.filename for i in zf.infolist() if not i.is_dir()]
@@ -620,7 +620,7 @@ def download(name: str, data_dir: str | Path, *, mirror: str | None = None, forc
     spec = _lookup(name)
     mirror_base = _resolve_mirror(mirror)
     folder = Path(data_dir).expanduser().resolve() / spec.name
-    ctx = _Ctx(spec, folder, mirror_base)
+    ctx = _Job(spec, folder, mirror_base)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -705,7 +705,7 @@ def download(name: str, data_dir: str | Path, *, mirror: str | None = None, forc
     return paths
 
 
-def _build_and_place(f: FileSpec, data: bytes, url: str, folder: Path, ctx: _Ctx, progress: bool,
+def _build_and_place(f: FileSpec, data: bytes, url: str, folder: Path, ctx: _Job, progress: bool,
                      names: list[str]) -> None:
     """Convert ``data`` (if the spec says so), check the final sha256, write atomically into place."""
     if f.convert:

@@ -9,19 +9,18 @@ splits: train / validation / test are drawn once over all rows with a fixed seed
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 from pathlib import Path
 
 import numpy as np
 
-from seq2seq_zoo.data.corpora import DataError, Example, ReadStats, _jsonl, _make, _note_file
+from seq2seq_zoo.data.corpora import DataError, ReadStats, _jsonl, _make, _note_file, csv_rows
 from seq2seq_zoo.registry import register_dataset
 
-# An article is a CNN story when its dateline carries "(CNN)" ("WASHINGTON (CNN) -- ...", "(CNN)The ...");
-# Daily Mail stories never do. The Hugging Face ids are SHA1 hashes of the story URLs, so the source
-# cannot be read from the id. On the staged files the rule keeps 412/500 of train.first500 (HF's train
+# By default an article is a CNN story when its dateline carries "(CNN)" ("WASHINGTON (CNN) -- ...",
+# "(CNN)The ..."); Daily Mail stories never do. The ids are SHA1 hashes of the story URLs, so the source
+# cannot be read from an id alone: ``cnn_ids`` gives the CNN ids (or URLs) to match. On the staged files
+# the marker rule keeps 412/500 of train.first500 (HF's train
 # split starts with CNN stories; those missed are CNN's partner stories such as "(Rolling Stone) --" and
 # "Editor's note:" opinion pieces), 209/822 of the tail file (mixed; none of the 300 Daily Mail bylines
 # "By . ... PUBLISHED:" is kept), 975/1,000 validation and 486/500 test articles.
@@ -54,7 +53,25 @@ def _cnn_check(options: dict):
     for k in ("max_highlights", "max_source_words"):
         if options.get(k, 0) < 0:
             return k, f"{options[k]} must be >= 0 (0 = no limit)"
+    if options.get("cnn_ids"):
+        if not options.get("cnn_only"):
+            return "cnn_ids", "goes with cnn_only = true (it says which articles are CNN's)"
+        if not Path(options["cnn_ids"]).is_file():
+            return "cnn_ids", (f"file {options['cnn_ids']!r} not found (relative paths are taken from the folder "
+                               "you run zoo in)")
     return None
+
+
+def load_cnn_ids(path: str | Path) -> set[str]:
+    """CNN story ids from a file of ids or story URLs, one a line (e.g. abisee/cnn-dailymail's
+    url_lists/cnn_wayback_*_urls.txt). A URL becomes its id as the corpus names stories: the sha1 hex
+    digest of the URL (See et al.'s make_datafiles.py ``hashhex``; the Hugging Face ids are the same)."""
+    ids = set()
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line:
+            ids.add(hashlib.sha1(line.encode("utf-8")).hexdigest() if "://" in line else line.lower())
+    return ids
 
 
 def _cnn_uses_dir(options: dict) -> bool:
@@ -63,11 +80,12 @@ def _cnn_uses_dir(options: dict) -> bool:
 
 @register_dataset("cnn_dailymail")
 def cnn_dailymail(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
-                  cnn_only: bool = False, max_highlights: int = 0, max_source_words: int = 0, hf: str = "",
-                  hf_config: str = "3.0.0"):
+                  cnn_only: bool = False, cnn_ids: str = "", max_highlights: int = 0, max_source_words: int = 0,
+                  hf: str = "", hf_config: str = "3.0.0"):
     """CNN/DailyMail (jsonl article/highlights/id or the HF hub); highlights kept one sentence a line.
 
-    cnn_only          keep only CNN stories: "(CNN)" in the first 300 characters of the article
+    cnn_only          keep only CNN stories: "(CNN)" in the first 300 characters of the article, or, with
+    cnn_ids           a file of CNN story ids or URLs (one a line), by id; rows without an id by the marker
     max_highlights    keep the first k highlight sentences (0 = all)
     max_source_words  truncate the article to its first k whitespace-separated words (0 = no limit)
     hf, hf_config     read the split from the Hugging Face hub (e.g. "abisee/cnn_dailymail", "3.0.0")
@@ -75,6 +93,7 @@ def cnn_dailymail(data_dir: Path, split: str, on_bad: str = "skip_empty", stats:
     """
     stats = stats or ReadStats()
     out = []
+    known_cnn = load_cnn_ids(cnn_ids) if cnn_only and cnn_ids else None
     for where, lineno, obj in _cnn_rows(Path(data_dir), split, stats, on_bad, hf, hf_config):
         missing = [k for k in ("article", "highlights") if k not in obj]
         if missing:
@@ -84,7 +103,11 @@ def cnn_dailymail(data_dir: Path, split: str, on_bad: str = "skip_empty", stats:
             raise DataError(f"{where}:{lineno}: missing field '{missing[0]}' (has {', '.join(sorted(obj))}); "
                             "a CNN/DailyMail row needs article and highlights")
         article, highlights = obj["article"], obj["highlights"]
-        if cnn_only and isinstance(article, str) and CNN_MARKER not in article[:CNN_MARKER_CHARS]:
+        if cnn_only and known_cnn is not None and obj.get("id"):
+            if str(obj["id"]).lower() not in known_cnn:
+                stats.skip(f"not a CNN story (id not in {cnn_ids})")
+                continue
+        elif cnn_only and isinstance(article, str) and CNN_MARKER not in article[:CNN_MARKER_CHARS]:
             stats.skip(f"not a CNN story ('{CNN_MARKER}' not in its first {CNN_MARKER_CHARS} characters)")
             continue
         if isinstance(article, str) and max_source_words:
@@ -103,7 +126,9 @@ def cnn_dailymail(data_dir: Path, split: str, on_bad: str = "skip_empty", stats:
         "target": "highlights, one sentence a line" + (f" (first {max_highlights})" if max_highlights else ""),
         "id": "id (rows without one: <file>-<line>)"}
     if cnn_only:
-        stats.notes["filter"] = f"CNN stories only: '{CNN_MARKER}' in the first {CNN_MARKER_CHARS} characters"
+        marker = f"'{CNN_MARKER}' in the first {CNN_MARKER_CHARS} characters"
+        stats.notes["filter"] = (f"CNN stories only: by id ({len(known_cnn)} ids from {cnn_ids}; rows without "
+                                 f"an id: {marker})" if known_cnn is not None else f"CNN stories only: {marker}")
     return out
 
 
@@ -167,16 +192,16 @@ def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: Read
         raise DataError(f"{folder}: none of {', '.join(INSHORTS_FILES)} found (get it with `zoo data download "
                         "inshorts`)")
     _note_file(stats, path, {"source": "ctext", "target": target, "id": "inshorts-<row> (0-based data row)"})
-    reader = csv.reader(io.StringIO(_decode_csv(path, stats), newline=""))
-    header = next(reader, None) or []
+    reader = csv_rows(_decode_csv(path, stats), path)
+    header = next(reader, (1, []))[1]
     for col in ("ctext", target):
         if col not in header:
             raise DataError(f"{path}:1: no column '{col}' in the header ({', '.join(header) or 'empty'}); "
                             "expected the Kaggle news_summary.csv columns author, date, headlines, read_more, "
                             "text, ctext")
     rows: list[tuple[int, list[str] | None]] = []
-    for row in reader:
-        rows.append((reader.line_num, row))
+    for lineno, row in reader:
+        rows.append((lineno, row))
     fractions = list(split_fractions)
     draw = split_draw(len(rows), fractions, split_seed)
     src_i, tgt_i = header.index("ctext"), header.index(target)

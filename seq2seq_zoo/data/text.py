@@ -60,9 +60,15 @@ def _UNK_ALIAS(aliases: tuple[str, ...]) -> re.Pattern:
 _alias_cache: dict[tuple[str, ...], re.Pattern] = {}
 
 
+NUM_SURFACE = "#"   # how predictions write <num>: Gigaword's own digit form (its references write digits
+                    # as '#'), which rouge-score drops as punctuation like the references' '#' runs; the
+                    # literal "<num>" would be scored as a word "num" that no reference contains
+
+
 def detokenize(tokens: list[str]) -> str:
-    """Tokens back to a readable string (ROUGE tokenises again, so spacing is cosmetic)."""
-    s = " ".join(tokens)
+    """Tokens back to a readable string (ROUGE tokenises again, so spacing is cosmetic); ``<num>``
+    becomes ``NUM_SURFACE``."""
+    s = " ".join(NUM_SURFACE if t == "<num>" else t for t in tokens)
     s = re.sub(r" ([.,!?;:%)\]}])", r"\1", s)
     s = re.sub(r"([(\[{]) ", r"\1", s)
     s = re.sub(r" ' s\b", "'s", s)

@@ -15,6 +15,11 @@ it never inspects a model's class, attributes or state keys):
     cross_attention                 name of the source-target attention map in StepOutput.attention that
                                     the report draws (default None: no plot)
     positional_tables()             name -> (positions, dim) tables the report plots (default: none)
+    model_rules()                   derived settings the record and tables state (default: none)
+    trainable, tune(examples), extract(examples), describe(), upper_bound
+                                    models with nothing to train (extractive baselines): the runner skips
+                                    the loop, ``tune`` chooses options on validation, ``extract`` writes
+                                    summaries without the decoder (defaults: a trained, decoded model)
     attention_coverage(state)       (summed past attention, source mask) of a decoder state, which beam
                                     search's coverage penalty needs (default None: no coverage tracked)
     StepOutput.token_losses(...)    (loss sum, NLL sum, tokens) for the cross-entropy objective; default
@@ -97,6 +102,19 @@ class Seq2Seq(nn.Module):
     def tune(self, examples) -> dict[str, Any]:
         """A model without training may choose its options on the validation split here (it sees the
         references); returns what it chose, for the run record."""
+        return {}
+
+    #: hook: True for a model that reads the references (an oracle); every table labels it an upper bound.
+    upper_bound: bool = False
+
+    def describe(self) -> str | None:
+        """Hook: one line saying what a model without training does (tables and logs); default None,
+        the registered name is used."""
+        return None
+
+    def model_rules(self) -> dict[str, Any]:
+        """Hook: settings the model derived from its options that the record and the tables' settings
+        should state (e.g. the Transformer's positional-encoding rule and bases); default none."""
         return {}
 
     #: hook: the key of ``StepOutput.attention`` holding the source-target attention (B, H, T, S) that the

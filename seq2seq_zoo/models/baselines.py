@@ -40,6 +40,12 @@ def split_units(text: str, unit: str) -> list[str]:
     return [s for ln in lines for s in _SENT.split(ln) if s.strip()]
 
 
+def _source(e) -> str:
+    """The raw source text of an encoded example (``source_text``) or a read one (``source``)."""
+    text = getattr(e, "source_text", None)
+    return e.source if text is None else text
+
+
 def _unit_name(unit: str, k: int) -> str:
     name = {"auto": "turn(s) or sentence(s)", "turn": "turn", "sentence": "sentence", "word": "word"}[unit]
     return name + ("s" if k != 1 and unit != "auto" else "")
@@ -51,8 +57,8 @@ def _check_k(k) -> None:
 
 
 class ExtractiveBaseline(Seq2Seq):
-    """A model with nothing to train: ``extract`` turns examples (anything with ``source_text`` and
-    ``references``) into summaries by selecting source units. ``tune`` may choose an option on the
+    """A model with nothing to train: ``extract`` turns examples (anything with ``source_text`` or
+    ``source``, and ``references``) into summaries by selecting source units. ``tune`` may choose an option on the
     validation split (it sees references there; never call it with the test split)."""
 
     trainable = False      # the interface's flag: the runner skips training and checkpoints
@@ -74,7 +80,7 @@ class ExtractiveBaseline(Seq2Seq):
         return " ".join(units[i] for i in sorted(set(self.select(units, reference))))
 
     def extract(self, examples: Sequence[Any]) -> list[str]:
-        return [self.summary(e.source_text, e.references[0] if e.references else "") for e in examples]
+        return [self.summary(_source(e), e.references[0] if e.references else "") for e in examples]
 
     def describe(self) -> str:
         return f"{type(self).__name__.lower()}: {self.k} {_unit_name(self.unit, self.k)}"

@@ -1,15 +1,18 @@
-"""Building blocks shared by the models: attention, positional encodings, embeddings, losses' helpers.
+"""Building blocks shared by the models: attention, masks, positional encodings, embeddings.
 
-Equation numbers refer to Vaswani et al. (2017), "Attention Is All You Need".
+Equation numbers refer to Vaswani et al. (2017), "Attention Is All You Need". The CPU performance
+kernels these modules call (math attention, the cheaper dropout mask, packed weights, the fused output
+loss) are in ``kernels.py``.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from seq2seq_zoo.models.kernels import math_attention, prefer_math_attention
 
 
 def attention(q, k, v, mask=None, dropout: nn.Module | None = None):
@@ -27,111 +30,6 @@ def attention(q, k, v, mask=None, dropout: nn.Module | None = None):
     return w @ v, w
 
 
-NEG_INF = float("-inf")
-
-# Above this many attention scores (B * H * Tq * Tk) the CPU math path falls back to the fused kernel,
-# which never holds the full (B, H, Tq, Tk) weights: 2**27 scores are 256 MB in bf16 per layer.
-MATH_ATTENTION_MAX_SCORES = 2 ** 27
-
-
-def prefer_math_attention(q: torch.Tensor, k: torch.Tensor) -> bool:
-    """Whether plain batched matmuls beat ``F.scaled_dot_product_attention`` for these shapes.
-
-    Measured on CPU (torch 2.13, AMD EPYC with AVX512-BF16, head size 30, issue #7): the fused flash
-    kernel is 1.5-7x slower than matmul + softmax + matmul in bf16 (forward + backward: 0.31 s against
-    0.20 s for the seed Transformer's encoder self-attention at batch 32 x 256), and costs ~3 ms of
-    overhead per call for the few queries of an incremental decoding step; in fp32 with many queries
-    it is the faster one. GPUs always take the fused kernels."""
-    if q.device.type != "cpu":
-        return False
-    B, H, Tq, _ = q.shape
-    if B * H * Tq * k.size(-2) > MATH_ATTENTION_MAX_SCORES:
-        return False
-    return Tq <= 8 or q.dtype in (torch.bfloat16, torch.float16)
-
-
-def math_attention(q, k, v, mask=None, is_causal: bool = False, dropout_p: float = 0.0):
-    """softmax(Q K^T / sqrt(d_k) + bias) V (eq. 1) with batched matmuls in the inputs' precision (the
-    softmax accumulates in fp32); ``mask`` is boolean, True where attention is allowed. The same values
-    as ``F.scaled_dot_product_attention`` up to rounding. A floating ``mask`` is added to the scores.
-
-    Runs over slices of the batch whose score tensors stay under 16 MB: glibc serves larger buffers
-    with fresh mmaps, whose first-touch page faults cost more than the matmuls at these sizes."""
-    B, H, Tq, _ = q.shape
-    Tk = k.size(-2)
-    bias = None
-    if mask is not None and mask.dtype == torch.bool:
-        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, NEG_INF)
-    elif mask is not None:  # already additive (0 / -inf), as F.scaled_dot_product_attention takes it
-        bias = mask
-    if is_causal:
-        causal = torch.zeros(Tq, Tk, dtype=q.dtype, device=q.device).masked_fill_(
-            torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu_(Tk - Tq + 1), NEG_INF)
-        bias = causal if bias is None else bias + causal
-    step = max(1, (1 << 24) // max(1, H * Tq * Tk * q.element_size()))
-    per_row_bias = bias is not None and bias.dim() == 4 and bias.size(0) > 1
-    # split (not slicing): the backward concatenates the slices' gradients instead of zero-filling
-    # a full-size gradient per slice
-    chunks = zip(q.split(step), k.split(step), v.split(step),
-                 bias.split(step) if per_row_bias else [bias] * math.ceil(B / step))
-    outs = []
-    for qc, kc, vc, bc in chunks:
-        scores = torch.matmul(qc * (q.size(-1) ** -0.5), kc.transpose(-2, -1))
-        if bc is not None:  # in place: the matmul's backward does not need its output
-            scores.add_(bc)
-        w = scores.softmax(-1)
-        if dropout_p > 0:
-            w = F.dropout(w, dropout_p, training=True)
-        outs.append(torch.matmul(w, vc))
-    return outs[0] if len(outs) == 1 else torch.cat(outs)
-
-
-def log_softmax_fp32(logits: torch.Tensor) -> torch.Tensor:
-    """log_softmax in fp32 of (possibly bf16) logits, with one conversion: autocast would first cast the
-    logits to fp32 as a separate copy (a (N, V) pass per decoding step)."""
-    with torch.autocast(logits.device.type, enabled=False):
-        return torch.log_softmax(logits, -1, dtype=torch.float32)
-
-
-@contextlib.contextmanager
-def packed_linear_weights(model: nn.Module, rows: int = 32):
-    """Inference on CPU under bf16 autocast: every ``nn.Linear`` of ``model`` runs with its weight cast
-    to bf16 and reordered once into oneDNN's blocked layout (as torch.compile's freezing does), instead
-    of autocast's plain bf16 copy that oneDNN re-packs on every call. Measured on the bench decoder
-    (issue #7, AVX512-BF16, 1 thread): the 32 x 300 x 15,000 output projection of a beam-4 step
-    2.8 -> 1.7 ms, the 300-wide layers ~20% faster; results are bitwise the same. ``rows`` is the
-    expected number of input rows (the layout's blocking hint; any number works). A no-op when grad is
-    enabled, without CPU bf16 autocast, on CPUs without bf16 instructions, or where this torch build
-    lacks the oneDNN ops."""
-    from seq2seq_zoo.utils import cpu_has_fast_bf16
-    dtype = torch.bfloat16
-    if (torch.is_grad_enabled() or not torch.is_autocast_enabled("cpu") or torch.get_autocast_dtype("cpu") != dtype
-            or not cpu_has_fast_bf16()):   # (bf16 forced on a CPU without bf16 instructions: leave it be)
-        yield
-        return
-    patched = []
-    try:
-        for m in model.modules():
-            if type(m) is not nn.Linear or m.weight.device.type != "cpu" or "forward" in m.__dict__:
-                continue
-            w = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach().to(dtype), rows)
-            b = None if m.bias is None else m.bias.detach().to(dtype)
-
-            def forward(x, w=w, b=b):
-                return torch.ops.mkldnn._linear_pointwise(x.to(dtype), w, b, "none", [], "")
-            m.forward = forward
-            patched.append(m)
-    except (AttributeError, RuntimeError, NotImplementedError):  # no oneDNN bf16 linear in this build
-        for m in patched:
-            del m.forward
-        patched = []
-    try:
-        yield
-    finally:
-        for m in patched:
-            del m.forward
-
-
 def causal_mask(t: int, device=None) -> torch.Tensor:
     """(1, 1, t, t) look-ahead mask: position i may attend to positions <= i."""
     return torch.ones(t, t, dtype=torch.bool, device=device).tril().view(1, 1, t, t)
@@ -140,32 +38,6 @@ def causal_mask(t: int, device=None) -> torch.Tensor:
 def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """(B, 1, 1, S) key mask: True at real tokens."""
     return (ids != pad_id)[:, None, None, :]
-
-
-def dropout_keep_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
-    """A boolean keep-mask with P(drop) = round(p * 65536) / 65536 and that rate, drawn from torch's
-    generator 16 bits per element: one 64-bit draw serves four elements, where ``bernoulli_`` makes
-    one draw per element (3-4x the mask's cost on CPU)."""
-    n = math.prod(shape)
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2 ** 63, 2 ** 63 - 1)
-    drops = round(p * 65536)
-    keep = bits.view(torch.int16)[:n].view(shape) >= drops - 32768
-    return keep, drops / 65536
-
-
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` with a cheaper mask on CPU (``dropout_keep_mask``): each element is zeroed with
-    probability p (to 1/65536) and the rest scaled by 1 / (1 - p), as ``nn.Dropout`` does; on other
-    devices it is ``nn.Dropout``. On CPU the mask cost ~10% of a Transformer training step."""
-
-    def forward(self, x):
-        if not self.training or self.p == 0.0:
-            return x
-        if x.device.type != "cpu" or self.p >= 1.0 or self.inplace:
-            return F.dropout(x, self.p, True, self.inplace)
-        keep, rate = dropout_keep_mask(x.shape, self.p, x.device)
-        scale = keep.to(x.dtype).mul_(1.0 / (1.0 - rate))   # 0 or 1/(1-p); cheaper than torch.where
-        return x * scale
 
 
 class MultiHeadAttention(nn.Module):
@@ -312,133 +184,3 @@ class Embeddings(nn.Module):
     def forward(self, ids):
         return self.emb(ids) * self.scale
 
-
-# --------------------------------------------------------------------------- fused output layer + loss
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    dev = x.device.type
-    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
-
-
-def _softmax_into(z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """softmax(z) over the last dim written into ``out`` (same shape and dtype; one fused kernel, the
-    statistics in fp32), so a reused buffer takes the place of a fresh allocation per block."""
-    try:
-        return torch._softmax(z, -1, False, out=out)
-    except (AttributeError, RuntimeError, TypeError):  # a torch without the out= overload
-        return out.copy_(torch.softmax(z, -1))
-
-
-class _FusedSmoothedNLL(torch.autograd.Function):
-    """Sum over rows of the label-smoothed NLL of softmax(h W^T + b) without the (N, V) log-probabilities.
-
-    Forward, per block of rows (each block's logits stay under 16 MB in fp32: glibc serves larger
-    buffers with fresh mmaps, and their first-touch page faults cost more than the arithmetic): logits
-    z = h W^T + b in the compute precision (bf16 under autocast, like ``nn.Linear``) and their
-    log_softmax in fp32 (one fused kernel), giving NLL = -log_softmax(z)_y and lse = z_0 - log_softmax(z)_0.
-    The smoothing term lse - mean(z[:width]) takes the mean from h: mean_j z_j = h . mean_j W_j + mean_j b_j.
-    Backward: dL/dz = g (softmax(z) - (1 - eps) onehot(y) - eps / width on the first ``width`` columns).
-    Per block, G = softmax(z) - (1 - eps) onehot(y) in the compute precision (one fused softmax kernel
-    into a reused buffer, then a scatter), dh = G W, dW += G^T h, db += sum G; the eps / width term is a
-    rank-one correction of dh, dW and db, and the upstream g scales those (small) results, so no
-    elementwise pass over the logits is spent on either. This avoids elementwise ops that mix bf16 logits
-    with fp32 statistics, which CPUs run through a slow type-promoting path: on the bench's 2,000 x 15,000
-    output layer (1 thread) the loss's elementwise time went ~260 -> ~190 ms and the whole fused loss,
-    forward and backward, ~0.56 -> ~0.50 s."""
-
-    @staticmethod
-    def forward(ctx, h, weight, bias, target, eps: float, width: int, blocked: bool):
-        cd = _compute_dtype(h)
-        acc = torch.promote_types(cd, torch.float32)   # softmax statistics: fp32 (fp64 for fp64 models)
-        N, V = h.size(0), weight.size(0)
-        # CPU: blocks of <= 16 MB of fp32 logits (few, large ops; no fresh mmaps); GPU: one block
-        rows = max(16, (1 << 22) // V) if blocked else N
-        with torch.autocast(h.device.type, enabled=False):
-            W = weight.to(cd)
-            b = None if bias is None else bias.to(cd)
-            hc = h.to(cd)
-            lse = torch.empty(N, dtype=acc, device=h.device)
-            nll = torch.empty(N, dtype=acc, device=h.device)
-            blocks = []
-            for r in range(0, N, rows):
-                z = F.linear(hc[r:r + rows], W, b)                       # (rows, V)
-                blocks.append(z)
-                ls = torch.log_softmax(z, -1, dtype=acc)
-                nll[r:r + rows] = ls.gather(1, target[r:r + rows, None]).squeeze(1).neg_()
-                lse[r:r + rows] = z[:, 0].to(acc) - ls[:, 0]
-                del ls
-            nll_sum = nll.sum()
-            if eps > 0:
-                mean = h.detach().to(acc) @ weight.detach()[:width].to(acc).mean(0)
-                if bias is not None:
-                    mean = mean + bias.detach()[:width].to(acc).mean()
-                loss_sum = (1 - eps) * nll_sum + eps * (lse - mean).sum()
-            else:
-                loss_sum = nll_sum.clone()
-        ctx.save_for_backward(h, W, target, *blocks)
-        ctx.has_bias, ctx.eps, ctx.width, ctx.rows = bias is not None, eps, width, rows
-        ctx.wdtype, ctx.acc = weight.dtype, acc
-        ctx.mark_non_differentiable(nll_sum)
-        return loss_sum, nll_sum
-
-    @staticmethod
-    def backward(ctx, grad, _grad_nll):
-        h, W, target, *blocks = ctx.saved_tensors
-        eps, width, rows, acc = ctx.eps, ctx.width, ctx.rows, ctx.acc
-        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        need_b = ctx.has_bias and ctx.needs_input_grad[2]
-        with torch.autocast(h.device.type, enabled=False):
-            hc = h.to(W.dtype)
-            gh = torch.empty(h.shape, dtype=acc, device=h.device) if need_h else None
-            gWt = torch.zeros(W.size(1), W.size(0), dtype=acc, device=h.device) if need_w else None
-            gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
-            hit = torch.full((1, 1), -(1 - eps), dtype=W.dtype, device=h.device)
-            buf = torch.empty_like(blocks[0]) if blocks else None
-            for i, z in enumerate(blocks):
-                r = i * rows
-                n = z.size(0)
-                G = _softmax_into(z, buf[:n])
-                G.scatter_add_(1, target[r:r + n, None], hit.expand(n, 1))
-                if need_b:
-                    gb += G.sum(0)   # (fp32 accumulation inside; a dtype= argument would copy G first)
-                if need_h:
-                    gh[r:r + n] = G @ W
-                if need_w:
-                    gWt += hc[r:r + n].t() @ G
-            if eps > 0:  # the -eps / width on the first ``width`` columns of every row of G
-                c = eps / width
-                if need_h:
-                    gh -= c * W[:width].to(acc).sum(0)
-                if need_w:
-                    gWt[:, :width] -= c * h.to(acc).sum(0)[:, None]
-                if need_b:
-                    gb[:width] -= c * h.size(0)
-            g = grad.to(acc)
-            gh = gh.mul_(g).to(h.dtype) if need_h else None
-            gW = gWt.t().mul(g).to(ctx.wdtype) if need_w else None
-            gb = gb.mul_(g).to(ctx.wdtype) if need_b else None
-        return gh, gW, gb, None, None, None, None
-
-
-def fused_token_losses(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
-                       label_smoothing: float = 0.0, smooth_width: int | None = None, pad_id: int = 0,
-                       unk_id: int = 1) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """``train.objectives.token_losses(log_softmax(h W^T + b), target, label_smoothing, smooth_width)``
-    for an output layer ``nn.Linear(d, V)`` = (weight, bias), computed without materialising the
-    (B, T, V) log-probabilities: padding rows are dropped before the output projection, and the softmax,
-    loss and gradient are taken in cache-sized blocks (see ``_FusedSmoothedNLL``). Same values up to
-    float rounding; returns (sum of training loss, sum of NLL, number of target tokens)."""
-    V = weight.size(0)
-    t = target.reshape(-1)
-    t = t.masked_fill(t >= V, unk_id)          # extended ids the layer cannot produce -> <unk>
-    keep = t != pad_id
-    n = int(keep.sum())
-    hf = h.reshape(-1, h.size(-1))
-    if n < t.numel():
-        idx = keep.nonzero().squeeze(1)
-        hf, t = hf.index_select(0, idx), t.index_select(0, idx)
-    if n == 0:
-        zero = (hf.sum() * 0).float()
-        return zero, zero.detach(), 0
-    loss_sum, nll_sum = _FusedSmoothedNLL.apply(hf, weight, bias, t, float(label_smoothing),
-                                                int(smooth_width or V), h.device.type == "cpu")
-    return loss_sum, nll_sum, n

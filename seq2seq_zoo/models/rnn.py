@@ -39,13 +39,15 @@ share_embeddings else 2; frozen embeddings count 0.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
-from seq2seq_zoo.models.layers import log_softmax_fp32
+from seq2seq_zoo.models.kernels import log_softmax_fp32
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
@@ -132,9 +134,13 @@ class _Recurrent(Seq2Seq):
                 raise ValueError(f"{name} must be a positive integer, not {v!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), not {dropout!r}")
-        if not isinstance(embeddings, str):
-            raise ValueError(f"embeddings must be a string (\"random\", \"word2vec\", \"pretrained:<path>\"), "
-                             f"not {embeddings!r}")
+        if not isinstance(embeddings, str) or not (embeddings in ("random", "word2vec")
+                                                   or embeddings.startswith("pretrained:")):
+            raise ValueError(f"embeddings {embeddings!r} must be \"random\", \"word2vec\" or \"pretrained:<path to a "
+                             "GloVe text file>\"")
+        if embeddings.startswith("pretrained:") and not Path(embeddings.split(":", 1)[1]).is_file():
+            raise ValueError(f"embeddings file {embeddings.split(':', 1)[1]!r} not found (relative paths are taken "
+                             "from the folder you run zoo in)")
         if output_layers not in (1, 2):
             raise ValueError(f"output_layers must be 1 or 2, not {output_layers!r}")
         if coverage and not self.has_attention:

@@ -11,9 +11,11 @@ from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
-from seq2seq_zoo.models.layers import (Dropout, Embeddings, MultiHeadAttention, PositionalEncoding,
-                                      fused_token_losses, log_softmax_fp32, padding_mask)
-from seq2seq_zoo.registry import register_model
+from seq2seq_zoo.models.kernels import Dropout, fused_token_losses, log_softmax_fp32
+from seq2seq_zoo.models.layers import PE_KINDS, Embeddings, MultiHeadAttention, PositionalEncoding, padding_mask
+from seq2seq_zoo.registry import did_you_mean, register_model
+
+ACTIVATIONS = ("relu", "gelu")
 
 
 class TransformerOutput(StepOutput):
@@ -190,8 +192,19 @@ class Transformer(Seq2Seq):
         scaled token embeddings they are added to (N(0, 1/d) times sqrt(d)), as BERT and GPT-2 start
         their position and token tables alike."""
         super().__init__()
-        if pe_tmax_rule not in ("shared", "per_side"):
-            raise ValueError(f"pe_tmax_rule must be 'shared' or 'per_side', not {pe_tmax_rule!r}")
+        # the model checks its own options (the experiment file's errors quote these messages)
+        for name, value, choices in (("pe", pe, PE_KINDS), ("activation", activation, ACTIVATIONS),
+                                     ("pe_tmax_rule", pe_tmax_rule, ("shared", "per_side"))):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}."
+                                 f"{did_you_mean(value, choices)}")
+        for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} {value!r} must be in [0, 1)")
+        if not pe_init_std > 0:
+            raise ValueError(f"pe_init_std {pe_init_std!r} must be > 0")
+        if pe_tmax is not None and pe_tmax < 2:
+            raise ValueError(f"pe_tmax {pe_tmax!r} must be >= 2")
         self.vocab_size, self.d_model = vocab_size, d_model
         # +1: the decoder input is <bos> + target, one longer than the truncated target
         src_len, tgt_len = max_src_len, max_tgt_len + 1

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from seq2seq_zoo.report import extras, finetune, plots, significance
-from seq2seq_zoo.report.tables import fmt, params_table, results_table, to_markdown, val_loss_table
+from seq2seq_zoo.report.tables import fmt, loss_table, params_table, results_table, to_markdown, val_loss_table
 from seq2seq_zoo.results import load_records
 from seq2seq_zoo.utils import DamagedFile, atomic_write_text, hardware_str
 
@@ -161,7 +161,8 @@ def _build(exp_dir: Path, warn) -> list[Path]:
                        (exp_dir / "table.csv", df.to_csv(index=False)),
                        (exp_dir / "table.tex", gdf.to_latex(index=False, escape=True, caption=caption,
                                                                 label=f"tab:{records[0]['experiment']}")),
-                       (exp_dir / "val_loss.csv", vl.to_csv())):
+                       (exp_dir / "val_loss.csv", vl.to_csv()),
+                       (exp_dir / "loss.csv", loss_table(records).to_csv(index=False))):
         atomic_write_text(path, text)
         written.append(path)
     pdir = exp_dir / "plots"
@@ -210,7 +211,8 @@ def _build(exp_dir: Path, warn) -> list[Path]:
         "re-scoring.",
         "- `experiment.json`: the `[[findings]]` declared in the experiment file; `findings.json`: their verdicts.",
         "- `table.md|tex`: one row per run (mean ± sd over seeds, 95% CIs); `table.csv`: one row per seed; "
-        "`val_loss.csv`, `plots/`: rebuilt by `zoo report`.",
+        "`val_loss.csv` (validation loss per epoch, a column per run), `loss.csv` (train and validation loss "
+        "per run and epoch), `plots/`: rebuilt by `zoo report`.",
         findings,
     ])
     atomic_write_text(exp_dir / "README.md", readme)

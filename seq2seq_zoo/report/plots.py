@@ -55,11 +55,12 @@ def val_loss(records: list[dict], path: Path) -> Path | None:
 def scores(groups, path: Path, metrics=(("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))) -> Path | None:
     """Bar chart of ROUGE per run with 95% bootstrap CIs as error bars (seeds pooled per example), the
     LEAD row as a dashed line per metric; oracle rows hatched (an upper bound, not a system)."""
-    from seq2seq_zoo.report.significance import ci_of, lead_group
+    from seq2seq_zoo.report.significance import below_lead, ci_of
     groups = [g for g in groups if g.mean("rouge1") is not None]
     if not groups:
         return None
-    lead = lead_group(groups)
+    leads = below_lead(groups)[0]
+    lead = next(iter(leads.values())) if len(leads) == 1 else None  # one dashed line per metric: one dataset only
     fig, ax = plt.subplots(figsize=(max(6.4, 0.55 * len(groups) * len(metrics)), 4))
     width = 0.8 / len(metrics)
     x = np.arange(len(groups))

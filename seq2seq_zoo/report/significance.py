@@ -39,6 +39,12 @@ def example_scores(row: dict) -> dict[str, dict[str, float]]:
     """{example id: {metric: value}} of a table row. Records made before per-example scores existed are
     scored once from their ``predictions.jsonl`` (ROUGE, repetition, length, UNK ratio; the same
     rouge-score settings as the record) and the file is written beside them."""
+    if "_scores" not in row:
+        row["_scores"] = _example_scores(row)
+    return row["_scores"]
+
+
+def _example_scores(row: dict) -> dict[str, dict[str, float]]:
     d = row_dir(row)
     got = read_scores(d)
     if got is not None:
@@ -64,6 +70,7 @@ class Group:
     name: str                 # run name without the -seedN suffix
     decode: str | None        # decoding variant, or None for the run's own decoding
     rows: list[dict] = field(default_factory=list)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)   # per-example values and CIs
 
     @property
     def label(self) -> str:
@@ -78,12 +85,15 @@ class Group:
         return row_kind(self.rows[0])
 
     def per_example(self, metric: str) -> dict[int, dict[str, float]]:
+        if ("per_example", metric) in self.cache:
+            return self.cache[("per_example", metric)]
         out = {}
         for r in self.rows:
             sc = example_scores(r)
             vals = {i: v[metric] for i, v in sc.items() if v.get(metric) is not None}
             if vals:
                 out[r["seed"]] = vals
+        self.cache[("per_example", metric)] = out
         return out
 
     def per_run(self, metric: str) -> list[float]:
@@ -119,28 +129,42 @@ def group_rows(rows: list[dict]) -> list[Group]:
     return list(groups.values())
 
 
-def lead_group(groups: list[Group]) -> Group | None:
-    """The experiment's LEAD row: the first run of the ``lead`` model (own decoding)."""
-    return next((g for g in groups if g.rows[0]["model"] == "lead" and g.decode in (None, "default")), None)
+def dataset_of(g: Group) -> str:
+    return g.rows[0]["data"]["dataset"]
 
 
-def below_lead(groups: list[Group]) -> tuple[Group | None, list[Group]]:
-    lead = lead_group(groups)
-    if lead is None:
-        return None, []
-    floor = lead.mean("rouge1")
-    return lead, [g for g in groups if g.kind == "trained" and floor is not None
-                  and (g.mean("rouge1") or 0.0) <= floor]
+def lead_group(groups: list[Group], dataset: str | None = None) -> Group | None:
+    """The LEAD row of ``dataset`` (default: of the first group's dataset): the first run of the
+    ``lead`` model on that dataset, with its own decoding."""
+    dataset = dataset or (dataset_of(groups[0]) if groups else None)
+    return next((g for g in groups if g.rows[0]["model"] == "lead" and g.decode in (None, "default")
+                 and dataset_of(g) == dataset), None)
+
+
+def below_lead(groups: list[Group]) -> tuple[dict[str, Group], list[Group]]:
+    """({dataset: its LEAD group}, the trained groups whose mean ROUGE-1 does not beat their dataset's LEAD)."""
+    leads = {}
+    for g in groups:
+        d = dataset_of(g)
+        if d not in leads:
+            lead = lead_group(groups, d)
+            if lead is not None:
+                leads[d] = lead
+    below = [g for g in groups if g.kind == "trained" and dataset_of(g) in leads
+             and leads[dataset_of(g)].mean("rouge1") is not None
+             and (g.mean("rouge1") or 0.0) <= leads[dataset_of(g)].mean("rouge1")]
+    return leads, below
 
 
 # -------------------------------------------------------------------------------------- the table
 def ci_of(g: Group, metric: str) -> tuple[float, float] | None:
-    per = g.per_example(metric)
-    if not per:
-        return None
-    ids = set.intersection(*(set(v) for v in per.values()))
-    x = [float(np.mean([per[s][i] for s in per])) for i in sorted(ids)]
-    return stats.ci(x, n_resamples=TABLE_RESAMPLES) if x else None
+    """95% bootstrap CI of a group's mean ``metric`` over test examples (per example, the mean over seeds)."""
+    if ("ci", metric) not in g.cache:
+        per = g.per_example(metric)
+        ids = set.intersection(*(set(v) for v in per.values())) if per else set()
+        x = [float(np.mean([per[s][i] for s in per])) for i in sorted(ids)]
+        g.cache[("ci", metric)] = stats.ci(x, n_resamples=TABLE_RESAMPLES) if x else None
+    return g.cache[("ci", metric)]
 
 
 def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) -> pd.DataFrame:
@@ -149,8 +173,9 @@ def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) 
     ``kind`` column when baselines are present and a ``vs LEAD`` mark."""
     from seq2seq_zoo.report.tables import SCORE_COLUMNS, _digits
     label_of = {label: key for key, label in SCORE_COLUMNS}
-    lead, below = below_lead(groups)
+    leads, below = below_lead(groups)
     below_ids = {id(g) for g in below}
+    lead_ids = {id(g) for g in leads.values()}
     index = {id(r): k for k, r in enumerate(rows)}
     out = []
     multi = any(len(g.rows) > 1 for g in groups)
@@ -186,9 +211,9 @@ def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) 
                 row[c] = "" if v is None or (isinstance(v, float) and np.isnan(v)) else v
         if kinds:
             row["kind"] = g.kind
-        if lead is not None:
-            row["vs LEAD"] = ("LEAD row" if g is lead else "below LEAD" if id(g) in below_ids
-                              else "above" if g.kind == "trained" else "")
+        if leads:
+            row["vs LEAD"] = ("LEAD row" if id(g) in lead_ids else "below LEAD" if id(g) in below_ids
+                              else "above" if g.kind == "trained" and dataset_of(g) in leads else "")
         out.append(row)
     df = pd.DataFrame(out)
     cols = list(df.columns)
@@ -200,24 +225,25 @@ def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) 
 
 
 def lead_sentence(groups: list[Group]) -> str:
-    """The sentence above the table: the LEAD row and which trained runs do not beat it."""
-    lead, below = below_lead(groups)
-    if lead is None:
-        return ("This experiment has no LEAD row (a `lead` run); add one to see whether its models learned more "
-                "than copying the start of the input.")
-    r = lead.rows[0]
-    b = r.get("baseline") or {}
-    what = b.get("describe", "lead")
-    trained = [g for g in groups if g.kind == "trained"]
-    text = f"LEAD row: {what}, ROUGE-1 {lead.mean('rouge1'):.2f}."
-    if not trained:
-        return text
-    if below:
-        text += (f" **{len(below)} of {len(trained)} trained row(s) do not beat it** (marked `below LEAD`): "
-                 + ", ".join(g.label for g in below) + ".")
-    else:
-        text += f" All {len(trained)} trained row(s) beat it."
-    return text
+    """The sentence above the table: each dataset's LEAD row and which trained runs do not beat it."""
+    leads, below = below_lead(groups)
+    datasets = list(dict.fromkeys(dataset_of(g) for g in groups))
+    missing = [d for d in datasets if d not in leads]
+    parts = []
+    for d, lead in leads.items():
+        what = (lead.rows[0].get("baseline") or {}).get("describe", "lead")
+        parts.append(f"LEAD row{f' ({d})' if len(datasets) > 1 else ''}: {what}, ROUGE-1 {lead.mean('rouge1'):.2f}.")
+    if missing:
+        parts.append(f"No LEAD row for {', '.join(missing)} (add a `lead` run to see whether the models learned more "
+                     "than copying the start of the input).")
+    trained = [g for g in groups if g.kind == "trained" and dataset_of(g) in leads]
+    if trained:
+        if below:
+            parts.append(f"**{len(below)} of {len(trained)} trained row(s) do not beat their LEAD row** (marked "
+                         "`below LEAD`): " + ", ".join(g.label for g in below) + ".")
+        else:
+            parts.append(f"All {len(trained)} trained row(s) beat their LEAD row.")
+    return " ".join(parts)
 
 
 def ci_note(groups: list[Group]) -> str:
@@ -247,8 +273,29 @@ def write_declared(exp_dir: Path, exp) -> None:
         "findings": [f.to_dict() for f in exp.findings]}, indent=1) + "\n")
 
 
+def init_group(g: Group) -> Group | None:
+    """The run ``g`` started from (``train.init_from``), as a group of its own (``NAME@init``)."""
+    init = g.rows[0].get("init_from")
+    if not init:
+        return None
+    run_dir = Path(init["checkpoint"]).parent.parent  # <results>/<experiment>/<run>/checkpoints/best.pt
+    # as written (relative to where zoo ran), else beside this experiment's folder
+    for d in (run_dir, Path(g.rows[0]["_dir"]).parent.parent / run_dir.parent.name / run_dir.name):
+        if (d / "record.json").is_file():
+            rec = json.loads((d / "record.json").read_text(encoding="utf-8"))
+            rec["_dir"] = str(d)
+            return Group(f"{g.name}@init", None, [rec])
+    return None
+
+
 def judge(f: Finding, groups: list[Group]) -> dict:
     by_label = {g.label: g for g in groups}
+    for side in (f.a, f.b):
+        base = side.removesuffix("@init")
+        if side.endswith("@init") and base in by_label:
+            start = init_group(by_label[base])
+            if start is not None:
+                by_label[side] = start
     for side in (f.a, f.b):
         if side not in by_label:
             return {**f.to_dict(), "verdict": "not run", "detail": f"no results for '{side}' yet"}
@@ -263,14 +310,15 @@ def judge(f: Finding, groups: list[Group]) -> dict:
         xa, xb = stats.pair_by_seed(pa, pb)
         c = stats.paired_test(xa, xb, f.scale)
     verdict = c.verdict(f.op)
-    lead, below = below_lead(groups)
+    leads, below = below_lead(groups)
     flags = []
-    if lead is None:
+    if any(dataset_of(g) not in leads for g in (ga, gb)):
         flags.append("no LEAD row")
-    else:
-        under = [g.label for g in (ga, gb) if g in below]
-        if under:
-            flags.append(f"undertrained ({', '.join(under)} below LEAD)")
+    under = [g.label for g in (ga, gb) if any(g is x for x in below)
+             or (g.kind == "trained" and dataset_of(g) in leads and all(g is not x for x in groups)  # RUN@init
+                 and (g.mean("rouge1") or 0.0) <= (leads[dataset_of(g)].mean("rouge1") or 0.0))]
+    if under:
+        flags.append(f"undertrained ({', '.join(under)} below LEAD)")
     if f.metric in PER_RUN_METRICS and min(len(ga.rows), len(gb.rows)) < 2:
         flags.append("one seed: no test")
     return {**f.to_dict(), "verdict": verdict, "flags": flags, "mean_a": c.mean_a, "mean_b": c.mean_b,
@@ -308,8 +356,10 @@ def findings_rows(judged: list[dict]) -> pd.DataFrame:
         meas = "" if "diff" not in j else (
             f"{_fmt(j['mean_a'], d)} vs {_fmt(j['mean_b'], d)}" + (f" (= {j['scale']:g} x B)" if j["scale"] != 1 else "")
             + f"; diff {_fmt(j['diff'], d)}")
-        rows.append({"claim": f"{j['claim']} ({j['metric']})", "source": j.get("source", ""), "measured (A vs B)": meas,
-                     "95% CI of diff": f"[{_fmt(j['ci'][0], d)}, {_fmt(j['ci'][1], d)}]" if "ci" in j else "",
+        claim = j["claim"] if j["metric"] in j["claim"] else f"{j['claim']} ({j['metric']})"
+        rows.append({"claim": claim, "source": j.get("source", ""), "measured (A vs B)": meas,
+                     "95% CI of diff": f"[{_fmt(j['ci'][0], d)}, {_fmt(j['ci'][1], d)}]"
+                     if "ci" in j and _fmt(j["ci"][0], d) else "",
                      "p": _p(j.get("p")),
                      "verdict": j["verdict"] + "".join(f"; {x}" for x in j.get("flags", [])),
                      "experiment": j.get("experiment", ""), "profile": j.get("profile", ""),

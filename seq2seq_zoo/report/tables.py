@@ -47,6 +47,7 @@ def results_table(records: list[dict]) -> pd.DataFrame:
             row["copied OOV"] = copying["copied_oov_share"]
         row["best val loss"] = tr["best_val_loss"]
         row["epochs"] = None if base else tr["epochs_run"]
+        row["converged"] = "" if base else convergence(r)
         row["train min"] = None if base else tr["train_seconds"] / 60
         row["tok/s"] = tr["tokens_per_s"]
         rows.append(row)
@@ -56,6 +57,21 @@ def results_table(records: list[dict]) -> pd.DataFrame:
     rest = [c for c in df.columns if c not in scores]
     cut = rest.index("params") + 1
     return df[rest[:cut] + scores + rest[cut:]]
+
+
+def convergence(r: dict) -> str:
+    """'early-stopped' (validation stopped improving for train.patience evaluations), 'not converged' (the
+    epoch or update cap ended training while the last validation loss was still the best: it was still
+    falling), or 'cap reached' (the cap ended training after validation loss had stopped improving)."""
+    tr = r["train"]
+    if tr.get("stopped_early"):
+        return "early-stopped"
+    vals = [h.get("val_loss") for h in tr.get("history", []) if h.get("val_loss") is not None]
+    if tr.get("val_metric", "loss") != "loss" and tr.get("best_step") is not None:  # a score picks the best step
+        return "not converged" if tr["best_step"] >= tr.get("steps", 0) else "cap reached"
+    if not vals:
+        return ""
+    return "not converged" if vals[-1] <= min(vals) else "cap reached"
 
 
 _SCHEDULE_KEYS = ("schedule", "lr", "warmup", "lr_factor")
@@ -118,6 +134,14 @@ def val_loss_table(records: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(cols)
     df.index.name = "epoch"
     return df
+
+
+def loss_table(records: list[dict]) -> pd.DataFrame:
+    """Train and validation loss per run and epoch, long format (the layout of a training-log table:
+    epoch, train loss, validation loss); runs with nothing to train have no rows."""
+    rows = [{"run": r["run"], "epoch": h["epoch"], "train_loss": h.get("train_loss"), "val_loss": h.get("val_loss")}
+            for r in records for h in (r.get("train") or {}).get("history", [])]
+    return pd.DataFrame(rows, columns=["run", "epoch", "train_loss", "val_loss"])
 
 
 def _digits(col: str, default: int) -> int:

@@ -24,8 +24,9 @@ What a run means does not change with the number of processes
     rate schedule, clipping, accumulation and early stopping are those of a single-process run, and the
     logged train loss and tokens/s are global. Validation batches are sharded over ranks and the NLL
     sums all-reduced, so every rank takes the same early-stopping / best-checkpoint decisions.
-    An objective that bypasses the DDP forward (SCST decodes through ``encode``/``decode_step``) gets its
-    gradients averaged by one flat all-reduce after its backward instead of DDP's overlapped buckets.
+    DDP wraps an ``ObjectiveModule``: the objective runs inside DDP's forward with the model itself, so
+    any objective (SCST decodes through ``encode``/``decode_step``) gets DDP's gradient averaging, and
+    gradients are synchronised only on update batches (``DistributedDataParallel.no_sync`` otherwise).
     Shards are weighted by target tokens: exact for token means (CE, coverage); for a per-example mean
     (SCST's RL term) it is an approximation of the global batch's mean.
 
@@ -38,6 +39,7 @@ Writing
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import os
 import sys
@@ -55,15 +57,30 @@ from seq2seq_zoo.utils import atomic_torch_save
 _CURRENT: "DDPContext | None" = None
 
 
+class ObjectiveModule(torch.nn.Module):
+    """``forward(batch) = objective(model, batch)``: the training step's forward as one module, so that a
+    data-parallel wrapper sees every parameter the objective uses, whichever model methods it calls."""
+
+    def __init__(self, model: torch.nn.Module, objective):
+        super().__init__()
+        self.model, self.objective = model, objective
+
+    def forward(self, batch):
+        return self.objective(self.model, batch)
+
+
 class Single:
     """One process: every hook is the identity (the loop's default)."""
     rank, world_size, is_main = 0, 1, True
 
-    def wrap(self, model, data=None, device=None, dtype=None):
-        return model
+    def wrap(self, module, data=None, device=None, dtype=None):
+        return module
 
-    def iterate(self, data, batches, start: int = 0, accum_steps: int = 1) -> Iterator[tuple[int, Batch]]:
+    def iterate(self, data, batches, start: int = 0) -> Iterator[tuple[int, Batch]]:
         return _iterate(data, batches, start)
+
+    def sync_gradients(self, update: bool = True):
+        return contextlib.nullcontext()
 
     def reduce(self, loss, stats, batch, interrupted):
         return loss, stats
@@ -126,27 +143,13 @@ class DDPContext:
             return torch.device("cuda", self.local_rank)
         return wanted
 
-    def wrap(self, model, data: Sequence, device: torch.device, dtype):
-        """DistributedDataParallel around ``model`` (parameters broadcast from rank 0). A probe forward on
-        one example (RNG state restored) finds parameters the forward leaves without gradients; only then
-        does DDP pay for ``find_unused_parameters``. Ranks > 0 then draw their own dropout stream."""
+    def wrap(self, module: ObjectiveModule, data: Sequence, device: torch.device, dtype):
+        """DistributedDataParallel around the objective module (parameters broadcast from rank 0). A
+        probe step on one example (RNG state restored, on a copy of the objective so its statistics stay
+        untouched) finds parameters the objective leaves without gradients; only then does DDP pay for
+        ``find_unused_parameters``. Ranks > 0 then draw their own dropout stream."""
         from torch.nn.parallel import DistributedDataParallel
-
-        class _DDP(DistributedDataParallel):
-            forwarded = False  # whether this batch's loss went through the DDP forward
-
-            def forward(self, *args, **kwargs):
-                self.forwarded = True
-                return super().forward(*args, **kwargs)
-
-            def __getattr__(self, name):  # model attributes (vocab_size, ...) for the objective
-                try:
-                    return super().__getattr__(name)
-                except AttributeError:
-                    if name == "module":
-                        raise
-                    return getattr(self.module, name)
-
+        model = module.model
         params = [p for p in model.parameters() if p.requires_grad]
         rng = torch.get_rng_state()
         cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
@@ -154,8 +157,7 @@ class DDPContext:
         model.train()
         probe = collate([data[self.rank % len(data)]]).to(device)
         with autocast(device, dtype):
-            out = model(probe)
-            loss = out.log_probs.float().mean() + sum(out.aux_losses.values())
+            loss, _ = copy.deepcopy(module.objective)(model, probe)
         loss.backward()
         unused = any(p.grad is None for p in params)
         for p in params:
@@ -167,18 +169,20 @@ class DDPContext:
         flag = torch.tensor([float(unused)])
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         # buffers (positional tables) are constants: no broadcast before every forward
-        no_sync = ({"forward_sync_buffers": False} if "forward_sync_buffers" in inspect.signature(_DDP).parameters
+        no_sync = ({"forward_sync_buffers": False}
+                   if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
                    else {"broadcast_buffers": False})
         ids = [device.index if device.index is not None else torch.cuda.current_device()] \
             if device.type == "cuda" else None
-        self.ddp = _DDP(model, device_ids=ids, find_unused_parameters=bool(flag.item()), **no_sync)
+        self.ddp = DistributedDataParallel(module, device_ids=ids, find_unused_parameters=bool(flag.item()),
+                                           **no_sync)
         if self.rank:
             torch.manual_seed(torch.initial_seed() + 7919 * self.rank)
         return self.ddp
 
     # ------------------------------------------------------------------------------------ training
-    def iterate(self, data, batches: list[list[int]], start: int = 0, accum_steps: int = 1):
-        """This rank's share of each global batch; gradients are synchronised only on update batches."""
+    def iterate(self, data, batches: list[list[int]], start: int = 0):
+        """This rank's share of each global batch."""
         for k in range(start, len(batches)):
             mine = batches[k][self.rank::self.world_size]
             weight = 1.0
@@ -186,10 +190,12 @@ class DDPContext:
                 mine, weight = batches[k][:1], 0.0
             batch = collate([data[i] for i in mine])
             batch.extra["ddp_weight"] = weight
-            if self.ddp is not None:
-                self.ddp.require_backward_grad_sync = (k + 1) % accum_steps == 0 or k + 1 == len(batches)
-                self.ddp.forwarded = False
             yield k, batch
+
+    def sync_gradients(self, update: bool = True):
+        """Around forward and backward: all-reduce the gradients only on a batch that ends with an
+        update; under gradient accumulation the other batches add to the local gradients."""
+        return contextlib.nullcontext() if update or self.ddp is None else self.ddp.no_sync()
 
     def reduce(self, loss: torch.Tensor, stats: dict, batch: Batch, interrupted: _AgreedFlag):
         """One all-reduce per batch: token counts, the global loss, and whether any rank was interrupted.
@@ -209,30 +215,7 @@ class DDPContext:
         scaled = loss * (n * self.world_size / N_)
         value = torch.tensor(loss_sum / N_, dtype=loss.dtype, device=loss.device)
         out = dict(stats, tokens=int(round(N)), nll_sum=nll_sum, batch_tokens=int(round(src_tgt)))
-        ddp = self.ddp
-        if ddp is not None and not ddp.forwarded and ddp.require_backward_grad_sync and scaled.requires_grad:
-            # an objective that bypassed the DDP forward (e.g. SCST decodes through encode/decode_step):
-            # average the gradients ourselves once this backward has finished
-            from torch.autograd import Variable
-            scaled.register_hook(lambda g: (Variable._execution_engine.queue_callback(self._average_grads), g)[1])
         return scaled + (value - scaled).detach(), out
-
-    def _average_grads(self) -> None:
-        """Mean of every rank's gradients, one flat all-reduce per (dtype, device)."""
-        groups: dict = {}
-        for p in self.ddp.module.parameters():
-            if p.requires_grad:
-                groups.setdefault((p.dtype, p.device), []).append(p)
-        for params in groups.values():
-            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-            flat = torch._utils._flatten_dense_tensors(grads)
-            torch.distributed.all_reduce(flat)
-            flat /= self.world_size
-            for p, g in zip(params, torch._utils._unflatten_dense_tensors(flat, grads)):
-                if p.grad is None:
-                    p.grad = g
-                else:
-                    p.grad.copy_(g)
 
     def sum(self, *values):
         t = torch.tensor([float(v) for v in values], dtype=torch.float64)
@@ -388,4 +371,4 @@ def launch(nproc: int, argv: list[str]) -> int:
             signal.signal(sig, h)
 
 
-__all__ = ["Single", "LOCAL", "DDPContext", "setup", "shutdown", "current", "in_worker", "launched", "launch", "on_main"]
+__all__ = ["ObjectiveModule", "Single", "LOCAL", "DDPContext", "setup", "shutdown", "current", "in_worker", "launched", "launch", "on_main"]

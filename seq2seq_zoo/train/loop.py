@@ -19,20 +19,20 @@ from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
 from seq2seq_zoo.errors import TrainingStopped
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
-from seq2seq_zoo.train.distributed import LOCAL
-from seq2seq_zoo.train.objectives import _text, greedy_ids, token_losses
+from seq2seq_zoo.train.distributed import LOCAL, ObjectiveModule
+from seq2seq_zoo.train.objectives import Objective, _text, greedy_ids, token_losses
 from seq2seq_zoo.train.rewards import RewardFunction
 from seq2seq_zoo.utils import Preempted, UnsafeCheckpoint, load_checkpoint, load_weights
 
 
 @torch.no_grad()
-def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype, dist=None) -> float:
+def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype, ddp=None) -> float:
     """Mean token NLL (no label smoothing) over a split (sharded over the ranks of a DDP run)."""
-    dist = dist or LOCAL
+    ddp = ddp or LOCAL
     was = model.training
     model.eval()
     nll, n = 0.0, 0
-    for _, batch in iterate(data, bucket_batches(data, batch_size, shuffle=False)[dist.rank::dist.world_size]):
+    for _, batch in iterate(data, bucket_batches(data, batch_size, shuffle=False)[ddp.rank::ddp.world_size]):
         batch.to(device)
         with autocast(device, dtype):
             out = model(batch)
@@ -40,7 +40,7 @@ def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dty
         nll += float(s)
         n += k
     model.train(was)
-    nll, n = dist.sum(nll, n)
+    nll, n = ddp.sum(nll, n)
     return nll / max(n, 1)
 
 
@@ -87,33 +87,94 @@ def lr_at(cfg: TrainConfig, step: int, d_model: int | None) -> float:
                                        warmup=cfg.warmup)
 
 
+class TrainStep:
+    """One batch of training, as the loop runs it and ``zoo bench`` times it:
+
+    forward_backward(batch, update)  the objective's loss under autocast, inside the data-parallel
+                                     wrapper's forward (gradients synchronised only when ``update``);
+                                     under accumulation weighted by its target tokens (and scaled by
+                                     the fp16 GradScaler) and back-propagated
+    optimizer_step(lr)               accumulated gradients divided by the group's target tokens, the
+                                     learning rate set, gradients unscaled and clipped, one optimizer
+                                     update, gradients cleared
+    __call__(batch)                  both: one update on one batch (accum_steps = 1)
+    """
+
+    def __init__(self, model, objective: Objective, cfg: TrainConfig, device: torch.device, dtype, lr: float):
+        self.model, self.objective, self.cfg, self.device, self.dtype = model, objective, cfg, device, dtype
+        self.group_tokens = 0  # target tokens of the accumulation group so far (groups start at updates)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.params, cfg, lr=lr)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+        self.ddp = LOCAL
+        self.net = ObjectiveModule(model, objective)   # runs objective(model, batch) as its forward
+
+    def distribute(self, ddp, data: Sequence[Encoded]) -> None:
+        """Data-parallel training: wrap the objective module in DistributedDataParallel."""
+        self.ddp = ddp
+        self.net = ddp.wrap(self.net, data, self.device, self.dtype)
+
+    def forward_backward(self, batch, update: bool = True, interrupted=None) -> tuple[float, dict]:
+        """Returns the loss of the (global) batch as a float, the loop's one host sync per batch, and
+        the objective's stats."""
+        with self.ddp.sync_gradients(update):
+            with autocast(self.device, self.dtype):
+                loss, stats = self.net(batch)
+            loss, stats = self.ddp.reduce(loss, stats, batch, interrupted)  # DDP: the global batch's loss
+            # accumulation weights each micro-batch's token mean by its target tokens, and the update
+            # divides by the group's total: the gradient of the token mean over the union of the group
+            # (as the DDP path weighs shards), also for a group cut short by the end of the epoch
+            accum = self.cfg.accum_steps > 1
+            self.scaler.scale(loss * stats["tokens"] if accum else loss).backward()
+            self.group_tokens += stats["tokens"]
+        return float(loss.detach()), stats  # after backward is queued
+
+    def optimizer_step(self, lr: float) -> None:
+        if self.cfg.accum_steps > 1:
+            torch._foreach_div_([p.grad for p in self.params if p.grad is not None], float(max(self.group_tokens, 1)))
+        self.group_tokens = 0
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        if self.cfg.clip_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def __call__(self, batch) -> float:
+        loss, _ = self.forward_backward(batch)
+        self.optimizer_step(self.optimizer.param_groups[0]["lr"])
+        return loss
+
+
 def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: TrainConfig, *, seed: int,
         ckpt_dir: Path, device: torch.device, resume: bool = False, progress: bool = True,
-        log: Callable[[str], None] = print, extra_state: dict | None = None, dist=None, vocab=None) -> LoopState:
-    """``dist``: a ``train.distributed.DDPContext`` for one rank of a data-parallel run (default: one process)."""
-    dist = dist or LOCAL
+        log: Callable[[str], None] = print, extra_state: dict | None = None, ddp=None, vocab=None) -> LoopState:
+    """Train ``model`` on ``train_data`` with ``cfg``; checkpoints go to ``ckpt_dir`` (``last.pt`` every
+    epoch, ``best.pt`` at the best validation). ``ddp``: a ``train.distributed.DDPContext`` for one rank
+    of a data-parallel run (default: one process). ``vocab``: for objectives and validation metrics
+    that turn ids into text (SCST, ``val_metric``)."""
+    ddp = ddp or LOCAL
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     dtype = autocast_dtype(cfg.precision, device)
     d_model = model.schedule_dim()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(params, cfg, lr=lr_at(cfg, 1, d_model))
-    # objectives that decode (SCST) need the vocabulary to score text
     objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing, cfg=cfg, vocab=vocab)
     if cfg.val_metric != "loss" and vocab is None:
         raise ValueError(f"train.val_metric = {cfg.val_metric!r} decodes the validation set and needs the vocabulary")
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    step = TrainStep(model, objective, cfg, device, dtype, lr=lr_at(cfg, 1, d_model))
     st = LoopState()
     torch.manual_seed(seed)
-    net = dist.wrap(model, train_data, device, dtype)  # DDP wrapper; the model itself in one process
+    step.distribute(ddp, train_data)
 
     last = ckpt_dir / "last.pt"
-    if resume and dist.agree(last.exists()):
+    if resume and ddp.agree(last.exists()):
         ck = load_checkpoint(last, required=("model", "optimizer", "scaler", "loop", "rng"))
         load_weights(model, ck["model"], last)
         try:
-            optimizer.load_state_dict(ck["optimizer"])
-            scaler.load_state_dict(ck["scaler"])
+            step.optimizer.load_state_dict(ck["optimizer"])
+            step.scaler.load_state_dict(ck["scaler"])
             st = LoopState(**ck["loop"])
             torch.set_rng_state(ck["rng"])
         except (KeyError, TypeError, ValueError, RuntimeError) as e:  # a hand-edited or foreign last.pt
@@ -122,19 +183,22 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
         st.resumes += 1
         if device.type == "cuda" and ck.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(ck["cuda_rng"])
-        dist.load_rng(ck)
+        ddp.load_rng(ck)
         log(f"resumed from {last}: epoch {st.epoch + 1}, batch {st.batch}, step {st.step}")
         st.finished = st.epoch >= cfg.epochs or st.stopped_early  # epochs may have been raised since
         if st.finished:
             return st
 
     def save(path: Path):
-        dist.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                   "scaler": scaler.state_dict(), "loop": st.to_dict(), "rng": torch.get_rng_state(),
-                   "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
-                   **(extra_state or {})}, path)  # DDP: rank 0 writes, with every rank's RNG state
+        ddp.save({"model": model.state_dict(), "optimizer": step.optimizer.state_dict(),
+                  "scaler": step.scaler.state_dict(), "loop": st.to_dict(), "rng": torch.get_rng_state(),
+                  "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
+                  **(extra_state or {})}, path)  # DDP: rank 0 writes, with every rank's RNG state
 
-    interrupted = dist.interrupt_flag()  # {"flag": False}; "term": whether it was SIGTERM (on any rank)
+    def validate() -> float:
+        return _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, ddp, vocab)
+
+    interrupted = ddp.interrupt_flag()  # {"flag": False}; "term": whether it was SIGTERM (on any rank)
 
     def on_signal(signum, frame):  # Ctrl-C or SIGTERM: finish the current update, save, then stop
         if signum == signal.SIGTERM:
@@ -150,7 +214,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     if cfg.init_from and cfg.val_metric != "loss" and st.step == 0 and not st.val_curve:
         # fine-tuning from a checkpoint: score the starting point too (the first row of the seed's
         # Table 28), and keep it as best.pt unless an update beats it
-        _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, dist, vocab)
+        validate()
         model.train()
     try:
         while st.epoch < cfg.epochs and not st.stopped_early:
@@ -163,64 +227,37 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                        disable=None if progress else True, leave=False, dynamic_ncols=True)
             t0 = time.perf_counter()
             last_log = t0
-            group_tokens = 0   # target tokens of the accumulation group so far (groups start at updates)
-            for k, batch in dist.iterate(train_data, batches, st.batch, cfg.accum_steps):
+            total_steps = _total_steps(cfg, len(batches))
+            for k, batch in ddp.iterate(train_data, batches, st.batch):
+                # --- one batch: forward, loss, backward (an update every accum_steps batches)
                 batch.to(device)
-                if hasattr(objective, "progress"):  # e.g. SCST's gamma ramp
-                    objective.progress = st.step / max(_total_steps(cfg, len(batches)), 1)
-                with autocast(device, dtype):
-                    loss, stats = objective(net, batch)
-                loss, stats = dist.reduce(loss, stats, batch, interrupted)  # DDP: the global batch's loss
-                # accumulation weights each micro-batch's token mean by its target tokens, and the update
-                # divides by the group's total: the gradient of the token mean over the union of the group
-                # (as the DDP path weighs shards), also for a group cut short by the end of the epoch
-                accum = cfg.accum_steps > 1
-                scaler.scale(loss * stats["tokens"] if accum else loss).backward()
-                group_tokens += stats["tokens"]
-                loss_value = float(loss.detach())  # the loop's one host sync per step, after backward is queued
+                update = (k + 1) % cfg.accum_steps == 0 or k + 1 == len(batches)
+                objective.set_progress(st.step / max(total_steps, 1))  # e.g. SCST's gamma ramp
+                loss_value, stats = step.forward_backward(batch, update, interrupted)
                 if not math.isfinite(loss_value):  # raised before the update: the weights stay as they were
                     kept = (f"the last good checkpoint is kept in {last}" if last.exists()
                             else "no checkpoint had been written yet")
                     raise TrainingStopped(
                         f"non-finite loss ({loss_value}) at epoch {st.epoch + 1}, step {st.step}; {kept}. "
                         "Lower the learning rate or use train.precision = \"fp32\".")
-                n_tok = stats.get("batch_tokens") or batch.n_tokens()
                 row["train_loss_sum"] += loss_value * stats["tokens"]
                 row["train_tokens"] += stats["tokens"]
-                st.train_tokens += n_tok
-                if hasattr(objective, "summary"):
-                    st.objective_stats = objective.summary()
+                st.train_tokens += stats.get("batch_tokens") or batch.n_tokens()
+                st.objective_stats = objective.summary()
                 st.batch = k + 1
-                if st.batch % cfg.accum_steps == 0 or st.batch == len(batches):
+                # --- an optimizer update, then validation / checkpoint when they are due
+                if update:
                     st.step += 1
-                    if accum:
-                        torch._foreach_div_([p.grad for p in params if p.grad is not None], float(max(group_tokens, 1)))
-                    group_tokens = 0
-                    lr = lr_at(cfg, st.step, d_model)
-                    for g in optimizer.param_groups:
-                        g["lr"] = lr
-                    if cfg.clip_norm > 0:
-                        scaler.unscale_(optimizer)
-                        torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-                    scaler.step(optimizer)
-                    scaler.update()
-                    optimizer.zero_grad(set_to_none=True)
-                    row["lr"] = lr
+                    row["lr"] = lr = lr_at(cfg, st.step, d_model)
+                    step.optimizer_step(lr)
                     if cfg.val_every and st.step % cfg.val_every == 0:
-                        t0 += _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, dist, vocab)
+                        t0 += validate()
                     if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
                         _timed_save(st, row, t0, save, last)
                         t0 = time.perf_counter()
                     if cfg.max_steps and st.step >= cfg.max_steps:
                         break
-                now = time.perf_counter()
-                tok_s = st.train_tokens / max(st.train_seconds + now - t0, 1e-9)
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:.0f}", lr=f"{row.get('lr', 0):.2e}")
-                if bar.disable and now - last_log > 60:  # no bar (log file, --no-progress): a line a minute
-                    last_log = now
-                    log(f"  epoch {st.epoch + 1} batch {st.batch}/{len(batches)} step {st.step}: "
-                        f"loss {loss_value:.3f}, {tok_s:.0f} tok/s")
+                last_log = _show_progress(bar, st, row, loss_value, t0, last_log, len(batches), log)
                 if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
                     break  # only at an update boundary, so the saved state resumes exactly
             bar.close()
@@ -229,21 +266,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             if interrupted["flag"] and st.batch < len(batches):
                 save(last)
                 raise stop()
-            # end of epoch
-            row["train_loss"] = row["train_loss_sum"] / max(row["train_tokens"], 1)
-            row["tokens_per_s"] = st.train_tokens / max(st.train_seconds, 1e-9)
-            row["step"] = st.step
-            if not cfg.val_every or not st.val_curve or st.val_curve[-1]["step"] != st.step:
-                _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, dist, vocab)
-            row["val_loss"] = st.val_curve[-1]["val_loss"]
-            log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
-                f"{row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
-            st.epoch += 1
-            st.batch = 0
-            if cfg.max_steps and st.step >= cfg.max_steps:
-                st.epoch = cfg.epochs
-            if st.epoch >= cfg.epochs or st.stopped_early:
-                st.finished = True
+            _end_epoch(st, row, cfg, validate, log)
             save(last)
             if interrupted["flag"]:  # even after the last update: the user asked to stop
                 raise stop()
@@ -251,6 +274,40 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
     return st
+
+
+def _show_progress(bar, st: LoopState, row: dict, loss_value: float, t0: float, last_log: float, n_batches: int,
+                   log) -> float:
+    """The progress bar, or without one (log file, --no-progress) a line a minute. Returns when a line
+    was last logged."""
+    now = time.perf_counter()
+    tok_s = st.train_tokens / max(st.train_seconds + now - t0, 1e-9)
+    bar.update(1)
+    bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:.0f}", lr=f"{row.get('lr', 0):.2e}")
+    if bar.disable and now - last_log > 60:
+        log(f"  epoch {st.epoch + 1} batch {st.batch}/{n_batches} step {st.step}: "
+            f"loss {loss_value:.3f}, {tok_s:.0f} tok/s")
+        return now
+    return last_log
+
+
+def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log) -> None:
+    """The epoch's row (train loss, tokens/s, validation loss), a validation unless one just ran, and
+    the move to the next epoch (or the end of the run)."""
+    row["train_loss"] = row["train_loss_sum"] / max(row["train_tokens"], 1)
+    row["tokens_per_s"] = st.train_tokens / max(st.train_seconds, 1e-9)
+    row["step"] = st.step
+    if not cfg.val_every or not st.val_curve or st.val_curve[-1]["step"] != st.step:
+        validate()
+    row["val_loss"] = st.val_curve[-1]["val_loss"]
+    log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
+        f"{row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
+    st.epoch += 1
+    st.batch = 0
+    if cfg.max_steps and st.step >= cfg.max_steps:
+        st.epoch = cfg.epochs
+    if st.epoch >= cfg.epochs or st.stopped_early:
+        st.finished = True
 
 
 def _timed_save(st, row, t0, save, path):
@@ -266,9 +323,9 @@ def _total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
     return min(total, cfg.max_steps) if cfg.max_steps else total
 
 
-def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log, dist=None, vocab=None):
+def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log, ddp=None, vocab=None):
     t0 = time.perf_counter()
-    v = validation_loss(model, val_data, cfg.batch_size, device, dtype, dist)
+    v = validation_loss(model, val_data, cfg.batch_size, device, dtype, ddp)
     point = {"step": st.step, "epoch": st.epoch + 1, "val_loss": v}
     if cfg.val_metric != "loss":  # best.pt by a decode metric (higher is better), e.g. SCST's ROUGE-1
         score = validation_score(model, val_data[: cfg.val_max or None], vocab, cfg, device, dtype)
@@ -278,8 +335,8 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
         score = None
         better = v < st.best_val - 1e-6
     st.val_curve.append(point)
-    if dist is not None and score is not None:
-        better = dist.agree(better)  # DDP: every rank decoded; rank 0's decision holds, so all save alike
+    if ddp is not None and score is not None:
+        better = ddp.agree(better)  # DDP: every rank decoded; rank 0's decision holds, so all save alike
     if score is not None:
         log(f"  step {st.step}: validation {cfg.val_metric} {100 * score:.2f} (val loss {v:.4f})")
     if better:

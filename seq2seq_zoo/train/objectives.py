@@ -2,6 +2,8 @@
 plus any auxiliary losses a model reports (e.g. coverage). Other objectives (SCST) register here too."""
 from __future__ import annotations
 
+import time
+
 import torch
 
 from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID
@@ -11,12 +13,33 @@ from seq2seq_zoo.registry import register_objective
 from seq2seq_zoo.train.rewards import RewardFunction, ids_to_text
 
 
-@register_objective("ce")
-class CrossEntropy:
-    """Teacher-forced token cross-entropy (+ label smoothing) plus the model's auxiliary losses."""
+class Objective:
+    """What the loop trains on. ``objective(model, batch) -> (loss, stats)``: the loss to minimise (a
+    scalar tensor) and ``stats`` with at least "tokens" (target tokens the loss averages over, the
+    weight of this batch in the logged train loss and in data-parallel training) and "nll_sum". It
+    receives the model itself, never a data-parallel wrapper: the loop runs it inside the wrapper's
+    forward. Registered objectives are built as ``cls(label_smoothing=..., cfg=TrainConfig, vocab=Vocab)``."""
 
-    def __init__(self, label_smoothing: float = 0.0, **_):
+    progress: float = 0.0  # share of the run done, set by the loop before each batch
+
+    def __init__(self, label_smoothing: float = 0.0, cfg=None, vocab=None, **_):
         self.label_smoothing = label_smoothing
+
+    def set_progress(self, fraction: float) -> None:
+        """The loop tells the objective how far the run is (0 -> 1), e.g. for SCST's gamma ramp."""
+        self.progress = fraction
+
+    def summary(self) -> dict:
+        """Statistics for the run record (``train.objective_stats``); none by default."""
+        return {}
+
+    def __call__(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@register_objective("ce")
+class CrossEntropy(Objective):
+    """Teacher-forced token cross-entropy (+ label smoothing) plus the model's auxiliary losses."""
 
     def __call__(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(batch)
@@ -57,7 +80,7 @@ def scst_loss(logp: torch.Tensor, sample_ids: torch.Tensor, r_sample: torch.Tens
 
 
 @register_objective("scst")
-class SelfCritical:
+class SelfCritical(Objective):
     """Self-critical policy gradient (Rennie et al. 2017) with the mixed loss of Paulus et al. (2018):
 
         loss = gamma * loss_rl + (1 - gamma) * loss_ce
@@ -69,6 +92,7 @@ class SelfCritical:
     """
 
     def __init__(self, label_smoothing: float = 0.0, cfg=None, vocab=None, **_):
+        super().__init__(label_smoothing)
         if vocab is None or cfg is None:
             raise ValueError("the scst objective needs the training config and the vocabulary")
         self.ce = CrossEntropy(label_smoothing)
@@ -78,7 +102,6 @@ class SelfCritical:
         self.max_len = cfg.rl_max_len
         self.logp_reduce = getattr(cfg, "rl_logp", "sum")
         self.reward = RewardFunction(cfg.rl_reward, cfg.rl_repetition_penalty)
-        self.progress = 0.0  # share of the run done; the loop sets it before each step
         self.totals = {"steps": 0, "reward_seconds": 0.0, "sample_reward": 0.0, "greedy_reward": 0.0,
                        "examples": 0, "sample_len": 0.0}
 
@@ -91,8 +114,6 @@ class SelfCritical:
         return torch.tensor(self.reward(texts, [r[0] for r in batch.references]), device=ids.device)
 
     def __call__(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
-        import time
-        model = getattr(model, "module", model)   # the step interface, not a DDP wrapper
         gamma = self.gamma
         greedy = greedy_ids(model, batch, self.max_len)
         sample, logp = rollout(model, batch, self.max_len, sample=True)

@@ -1,0 +1,42 @@
+"""Every committed baseline row is re-run from the staged corpora: same predictions, same ROUGE-1. A
+baseline has nothing to train, so its committed numbers must come back exactly (CI has ../shared/data)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from seq2seq_zoo.config import RunSpec
+from seq2seq_zoo.data.corpora import resolve_data_dir
+from seq2seq_zoo.data.splits import select_splits
+from seq2seq_zoo.errors import UserError
+from seq2seq_zoo.metrics import rouge
+from seq2seq_zoo.models.base import build_model, model_context
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = sorted(p for p in (ROOT / "results").rglob("record.json")
+                 if json.loads(p.read_text(encoding="utf-8")).get("baseline"))
+
+
+def test_there_are_committed_baselines():
+    assert len(RECORDS) >= 8  # one LEAD row per committed experiment (and dataset)
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[str(p.parent.relative_to(ROOT / "results")) for p in RECORDS])
+def test_committed_baseline_reproduces(path):
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    spec = RunSpec.from_dict(rec["spec"])
+    try:
+        root = resolve_data_dir(spec.data.dataset, None, None, spec.data.options)
+    except UserError:
+        pytest.skip(f"{spec.data.dataset} is not staged on this machine")
+    splits = select_splits(spec, root, ("validation", "test"))
+    model = build_model(spec.model, model_context(1, spec.data), spec.model_options)
+    assert model.tune(splits["validation"]) == rec["baseline"]["tuned"]
+    preds = model.extract(splits["test"])
+    committed = [json.loads(x) for x in (path.parent / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [c["id"] for c in committed] == [e.id for e in splits["test"]]
+    assert [c["prediction"] for c in committed] == preds
+    r1 = rouge(preds, [e.references for e in splits["test"]], stemmer=spec.eval.rouge_stemmer)[0]["rouge1"]
+    assert r1 == pytest.approx(rec["eval"]["scores"]["rouge1"], abs=1e-9)

@@ -158,25 +158,26 @@ def _ddp_term_worker(rank: int, world: int, init_file: str, tmp: str) -> None:
         _, val = tiny_encoded(4, offset=1, vocab=vocab)
         cfg = TrainConfig(epochs=2, batch_size=4, lr=3e-3, precision="fp32")
         quiet = dict(seed=1, device=CPU, progress=False, log=lambda *_: None)
-        model = tiny_transformer(len(vocab), layers=1, max_src_len=64)
-        fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "plain", dist=DDPContext(rank, world), **quiet)
-        plain = {k: v.clone() for k, v in model.state_dict().items()}
-
         orig = CrossEntropy.__call__
-        calls = {"n": 0}
+        calls = {"n": 0, "signal_at": None}
 
         def objective(self, m, batch):
             calls["n"] += 1
-            if rank == 1 and calls["n"] == 3:
+            if rank == 1 and calls["n"] == calls["signal_at"]:
                 os.kill(os.getpid(), signal.SIGTERM)
             return orig(self, m, batch)
 
         CrossEntropy.__call__ = objective
+        model = tiny_transformer(len(vocab), layers=1, max_src_len=64)
+        st = fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "plain", ddp=DDPContext(rank, world), **quiet)
+        plain = {k: v.clone() for k, v in model.state_dict().items()}
+        extra_calls = calls["n"] - st.step  # objective calls that are not training updates (e.g. a DDP probe)
+        calls.update(n=0, signal_at=extra_calls + 3)  # rank 1 only: SIGTERM in the 3rd update
         old = signal.signal(signal.SIGTERM, signal.SIG_DFL)
         model = tiny_transformer(len(vocab), layers=1, max_src_len=64)
         got = None
         try:
-            fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "term", dist=DDPContext(rank, world), **quiet)
+            fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "term", ddp=DDPContext(rank, world), **quiet)
         except Preempted:
             got = "Preempted"
         except KeyboardInterrupt:
@@ -189,8 +190,8 @@ def _ddp_term_worker(rank: int, world: int, init_file: str, tmp: str) -> None:
         written = sorted(p.name for p in (Path(tmp) / "term").glob("*.pt"))
         loop = torch.load(Path(tmp) / "term" / "last.pt", weights_only=True)["loop"]
         model = tiny_transformer(len(vocab), layers=1, max_src_len=64, seed=5)
-        fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "term", dist=DDPContext(rank, world), resume=True, **quiet)
-        torch.save({"got": got, "calls": stopped_calls, "written": written, "loop_step": loop["step"],
+        fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "term", ddp=DDPContext(rank, world), resume=True, **quiet)
+        torch.save({"got": got, "calls": stopped_calls - extra_calls, "written": written, "loop_step": loop["step"],
                     "plain": plain, "resumed": model.state_dict()}, Path(tmp) / f"term{rank}.pt")
     finally:
         torch.distributed.destroy_process_group()
@@ -301,6 +302,21 @@ def test_report_with_a_damaged_side_file_leaves_that_run_out(finished, tmp_path,
     assert rc == 2 and str(bad) in msg
     csv = (R / "two" / "table.csv").read_text(encoding="utf-8")
     assert "\nb," in csv and "\na," not in csv
+
+
+def test_report_with_a_damaged_experiment_json_writes_the_tables_and_names_it(finished, tmp_path, capsys):
+    """experiment.json (the file's [[findings]], stored by zoo run) damaged: the tables are written, the
+    findings left out, the file named, exit 2."""
+    R = _copy_tree(finished, tmp_path / "R")
+    bad = R / "two" / "experiment.json"
+    assert bad.is_file()
+    _truncate(bad)
+    (R / "two" / "table.csv").unlink()
+    rc = main(["report", "two", "--results", str(R)])
+    msg = one_line(capsys.readouterr().err)
+    assert rc == 2 and str(bad) in msg
+    csv = (R / "two" / "table.csv").read_text(encoding="utf-8")
+    assert "\na," in csv and "\nb," in csv
 
 
 def test_zoo_run_report_step_skips_a_damaged_sibling_record(corpus, finished, tmp_path, capsys):

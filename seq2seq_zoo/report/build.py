@@ -143,7 +143,11 @@ def _build(exp_dir: Path, warn) -> list[Path]:
     gdf = significance.grouped_table(df, rows, groups)
     md = to_markdown(gdf)
     lead_line = significance.lead_sentence(groups)
-    judged = significance.judge_all(exp_dir, groups, records)
+    try:
+        judged = significance.judge_all(exp_dir, groups, records)
+    except DamagedFile as e:  # a damaged experiment.json: the tables without the findings, and say so
+        warn(str(e))
+        judged = []
     vl = val_loss_table(records)
     notes = _settings_lines(records) + [significance.ci_note(groups)] + extras.variant_lines(rows, stale)
     if damaged:

@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench}[args.cmd](args) or 0
     except KeyboardInterrupt as e:
-        from seq2seq_zoo.utils import EXIT_PREEMPTED, Preempted
+        from seq2seq_zoo.errors import EXIT_PREEMPTED, Preempted
         term = isinstance(e, Preempted)
         code = EXIT_PREEMPTED if term else 130
         if os.environ.get("RANK", "0") != "0":
@@ -244,7 +244,7 @@ def _sigterm_like_ctrl_c():
         return None
 
     def on_term(signum, frame):
-        from seq2seq_zoo.utils import Preempted
+        from seq2seq_zoo.errors import Preempted
         raise Preempted()
     return signal.signal(signal.SIGTERM, on_term)
 
@@ -445,7 +445,7 @@ def cmd_report(args) -> int:
             raise UserError(f"{d}: no run records (*/record.json) there")
     # a damaged run (or a whole experiment whose every record is damaged) is named and left out; the
     # rest is reported; the exit status (2) then says that something was left out
-    from seq2seq_zoo.utils import DamagedFile
+    from seq2seq_zoo.errors import DamagedFile
     problems: list[str] = []
     for d in dirs:
         try:

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from seq2seq_zoo.errors import (DamagedFile, EXIT_PREEMPTED, Preempted, UnsafeCheckpoint,  # noqa: F401 - re-exported
-                               WriteFailed)
+from seq2seq_zoo.errors import DamagedFile, UnsafeCheckpoint, WriteFailed
 
 
 _UMASK = os.umask(0o022)

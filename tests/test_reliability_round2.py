@@ -150,7 +150,7 @@ def _ddp_term_worker(rank: int, world: int, init_file: str, tmp: str) -> None:
     (at its 3rd batch), then resumed. Saves what each rank saw."""
     from seq2seq_zoo.train.distributed import DDPContext
     from seq2seq_zoo.train.loop import fit
-    from seq2seq_zoo.utils import Preempted
+    from seq2seq_zoo.errors import Preempted
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:

@@ -16,13 +16,13 @@ from tqdm.auto import tqdm
 
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
-from seq2seq_zoo.errors import TrainingStopped
+from seq2seq_zoo.errors import Preempted, TrainingStopped, UnsafeCheckpoint
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL, ObjectiveModule
 from seq2seq_zoo.train.objectives import Objective, _text, greedy_ids, token_losses
 from seq2seq_zoo.train.rewards import RewardFunction
-from seq2seq_zoo.utils import Preempted, UnsafeCheckpoint, load_checkpoint, load_weights
+from seq2seq_zoo.utils import load_checkpoint, load_weights
 
 
 @torch.no_grad()

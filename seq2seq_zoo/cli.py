@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,17 @@ from pathlib import Path
 from seq2seq_zoo.errors import UserError
 
 EXIT_USAGE = 2
+
+
+def _kind(path, want: str, what: str) -> Path:
+    """``path`` must be a file (want="file") or a folder (want="dir") if it exists: a folder given where a
+    file is expected (or the reverse) is named as such, not reported as "not found"."""
+    p = Path(path)
+    if want == "file" and p.is_dir():
+        raise UserError(f"{p}: is a folder, but {what} must be a file")
+    if want == "dir" and p.exists() and not p.is_dir():
+        raise UserError(f"{p}: is a file, but {what} must be a folder")
+    return p
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -192,24 +204,49 @@ def main(argv: list[str] | None = None) -> int:
     if not args.cmd:
         ap.print_help()
         return EXIT_USAGE
+    old_term = _sigterm_like_ctrl_c()
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench}[args.cmd](args) or 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from seq2seq_zoo.errors import EXIT_PREEMPTED, Preempted
+        term = isinstance(e, Preempted)
+        code = EXIT_PREEMPTED if term else 130
         if os.environ.get("RANK", "0") != "0":
-            return 130  # a DDP worker other than rank 0: rank 0 says how to resume
+            return code  # a DDP worker other than rank 0: rank 0 says how to resume
+        what = "stopped by SIGTERM (pre-emption or a time limit)" if term else "interrupted"
         if args.cmd == "run":
             argv_ = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--resume", "--force")]
-            print(f"\ninterrupted. Training state up to the last checkpoint is kept; continue with:\n"
+            print(f"\n{what}. Training state up to the last checkpoint is kept; continue with:\n"
                   f"  zoo {' '.join(argv_)} --resume", file=sys.stderr)
         else:
-            print("\ninterrupted", file=sys.stderr)
-        return 130
-    except (UserError, FileNotFoundError) as e:  # one clear message (FileNotFoundError: a path the user typed)
+            print(f"\n{what}", file=sys.stderr)
+        return code
+    except (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:  # one clear message
         if getattr(args, "debug", False):
             raise
         print(f"zoo {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _sigterm_like_ctrl_c():
+    """SIGTERM (what cluster schedulers send before killing a job) raises ``Preempted``, a
+    KeyboardInterrupt: the command stops the way Ctrl-C stops it (training finishes the current update
+    and writes last.pt first), and exits with status 143. Returns the previous handler (None when not
+    installed: not the main thread, or a handler other than the default is in place)."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return None
+
+    def on_term(signum, frame):
+        from seq2seq_zoo.errors import Preempted
+        raise Preempted()
+    return signal.signal(signal.SIGTERM, on_term)
 
 
 # ----------------------------------------------------------------------------------------------- run
@@ -223,12 +260,17 @@ def cmd_run(args) -> int:
     if args.nproc > 1 and not distributed.launched():
         return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
+    _kind(args.experiment, "file", "the experiment (a TOML file)")
+    _kind(args.results, "dir", "--results")
+    if args.data_dir:
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     profile = _profile(args)
     exp = load_experiment(args.experiment, profile=profile, only=args.only)
     if args.device:
         for s in exp.runs:
             s.train.device = args.device
     exp_dir = Path(args.results) / exp.name
+    new_exp_dir = not exp_dir.exists()  # then a failure before any run wrote something leaves nothing behind
     if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
         from seq2seq_zoo.report.significance import write_declared
         exp_dir.mkdir(parents=True, exist_ok=True)
@@ -276,6 +318,18 @@ def cmd_run(args) -> int:
     finally:
         for lock in locks:
             lock.unlink(missing_ok=True)
+            for d in (lock.parent, lock.parent.parent):  # folders the lock made, if nothing else was written
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+        if new_exp_dir and exp_dir.is_dir() and not any(p.is_dir() for p in exp_dir.iterdir()):
+            from seq2seq_zoo.report.significance import EXPERIMENT_FILE
+            (exp_dir / EXPERIMENT_FILE).unlink(missing_ok=True)  # e.g. bad data settings: nothing was run
+            try:
+                exp_dir.rmdir()
+            except OSError:
+                pass
         distributed.shutdown(wait=finished)
     return 0
 
@@ -333,8 +387,13 @@ def _acquire_lock(run_dir: Path) -> Path:
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:  # disk full: no half lock left behind
+                lock.unlink(missing_ok=True)
+                from seq2seq_zoo.errors import WriteFailed
+                raise WriteFailed(lock, e) from e
             return lock
         except FileExistsError:
             try:
@@ -345,6 +404,11 @@ def _acquire_lock(run_dir: Path) -> Path:
                 raise UserError(f"run folder {run_dir} is in use by another `zoo run` (pid {pid}); wait for it "
                                 "to finish or stop it first") from None
             lock.unlink(missing_ok=True)  # stale: its process is gone
+        except OSError as e:  # e.g. no space left for the lock file itself
+            from seq2seq_zoo.errors import WriteFailed
+            if isinstance(e, WriteFailed):
+                raise
+            raise WriteFailed(lock, e) from e
     raise UserError(f"could not lock {lock}")
 
 
@@ -361,8 +425,12 @@ def _alive(pid: int) -> bool:
 # -------------------------------------------------------------------------------------------- report
 def cmd_report(args) -> int:
     from seq2seq_zoo.report import build_report
-    root = Path(args.results)
+    root = _kind(args.results, "dir", "--results")
     if args.experiments:
+        for e in args.experiments:
+            if Path(e).is_file() or (root / e).is_file():
+                raise UserError(f"{e if Path(e).is_file() else root / e}: is a file, but `zoo report` takes experiment "
+                                f"names or folders (e.g. {root / Path(e).stem})")
         dirs = [Path(e) if Path(e).is_dir() else root / e for e in args.experiments]
     else:
         # experiment folders directly under the results folder, and one level down (results written
@@ -375,13 +443,25 @@ def cmd_report(args) -> int:
     for d in dirs:
         if not any(d.glob("*/record.json")):
             raise UserError(f"{d}: no run records (*/record.json) there")
-        paths = build_report(d)
+    # a damaged run (or a whole experiment whose every record is damaged) is named and left out; the
+    # rest is reported; the exit status (2) then says that something was left out
+    from seq2seq_zoo.errors import DamagedFile
+    problems: list[str] = []
+    for d in dirs:
+        try:
+            paths = build_report(d, warn=problems.append)
+        except DamagedFile as e:
+            if str(e) not in problems:
+                problems.append(str(e))
+            continue
         print(f"{d}: wrote {', '.join(p.name for p in paths)}")
     from seq2seq_zoo.report.significance import write_findings_index
     index = write_findings_index(root)
     if index:
         print(f"wrote {index}")
-    return 0
+    for msg in problems:
+        print(f"zoo report: error: {msg} (left out of the report)", file=sys.stderr)
+    return EXIT_USAGE if problems else 0
 
 
 # ---------------------------------------------------------------------------------------------- list
@@ -408,6 +488,7 @@ def cmd_data(args) -> int:
     if args.data_cmd == "download":
         from seq2seq_zoo.data.download import download
         target = args.data_dir or os.environ.get("ZOO_DATA") or "data"
+        _kind(target, "dir", "the data folder")
         paths = download(args.name, target, mirror=args.mirror, force=args.force)
         print(f"{args.name}: {len(paths)} file(s) in {Path(target) / args.name}")
         return 0
@@ -424,6 +505,8 @@ def _data_info(args) -> int:
                                           resolve_data_dir, uses_data_dir)
     from seq2seq_zoo.registry import DATASETS
     name, options, on_bad, config_dir = args.name, {}, "skip_empty", None
+    if args.data_dir:
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if name.endswith(".toml"):
         from seq2seq_zoo.config import load_experiment
         args.experiment = name
@@ -467,6 +550,11 @@ def _data_info(args) -> int:
 # ----------------------------------------------------------------------------------------- summarize
 def cmd_summarize(args) -> int:
     from seq2seq_zoo.inference import Summarizer
+    _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    if args.file:
+        _kind(args.file, "file", "--file (the text to summarise)")
+        if not Path(args.file).exists():
+            raise UserError(f"{args.file}: file not found (--file)")
     raw = Path(args.file).read_bytes() if args.file else sys.stdin.buffer.read()
     text = raw.decode("utf-8", errors="replace")
     s = Summarizer.from_run(args.run_dir)
@@ -483,6 +571,7 @@ def cmd_params(args) -> int:
     from seq2seq_zoo.report.tables import params_table, to_markdown
     from seq2seq_zoo.runner import prepare_data
 
+    _kind(args.experiment, "file", "the experiment (a TOML file)")
     exp = load_experiment(args.experiment, profile=_profile(args))
     rows, vocabs = [], {}
     for spec in exp.runs:
@@ -501,6 +590,9 @@ def cmd_params(args) -> int:
 def cmd_eval(args) -> int:
     from seq2seq_zoo.metrics import evaluate
     from seq2seq_zoo.results import read_predictions
+    _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax)")
+    if getattr(args, "data_dir", None):
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if args.decode is not None:
         return _eval_decode(args)
     if args.name or args.force:

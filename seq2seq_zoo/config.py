@@ -143,6 +143,23 @@ class RunSpec:
                    **{k: _build(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
 
 
+def read_spec(path: str | Path) -> RunSpec:
+    """A run's spec.json (or a record's ``spec``) as the suite wrote it; a truncated, empty or hand-edited
+    one raises ``utils.DamagedFile`` naming the file."""
+    from seq2seq_zoo.utils import DamagedFile, read_json
+    fix = "delete the run's checkpoints folder and train it again"
+    d = read_json(path, "run spec", fix)
+    try:
+        if not isinstance(d, dict):
+            raise TypeError(f"a JSON {type(d).__name__}, expected an object")
+        return RunSpec.from_dict(d)
+    except KeyError as e:
+        raise DamagedFile(f"{path}: damaged run spec (no {e.args[0]!r}); {fix}") from None
+    except (TypeError, ValueError) as e:
+        why = str(e).replace("<record>: ", "")
+        raise DamagedFile(f"{path}: damaged run spec ({why}); {fix}") from None
+
+
 @dataclass
 class Experiment:
     name: str
@@ -213,7 +230,13 @@ class _Where:
     def fail(self, key: str, msg: str) -> ConfigError:
         line = _line_of(self.text, key) if key else None
         where = f"{self.path}:{line}" if line else str(self.path)
-        return ConfigError(f"{where}: {key + ': ' if key else ''}{msg}")
+        return ConfigError(_one_line(f"{where}: {key + ': ' if key else ''}{msg}"))
+
+
+def _one_line(text: str) -> str:
+    """Line breaks and other control characters (from keys or values in the file) shown escaped, so the
+    message stays one line."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def _type_ok(value, tp) -> bool:
@@ -241,6 +264,9 @@ def _type_name(tp) -> str:
 _RANGES = {
     # key: (predicate, description)
     "lr": (lambda v: v > 0, "must be > 0"),
+    **{k: (lambda v: v >= 1, "must be >= 1") for k in ("d_model", "d_ff", "heads", "layers", "hidden", "emb_dim")},
+    **{k: (lambda v: v is None or v >= 0, "must be >= 0 (0 leaves no examples)") for k in ("max_train", "max_valid",
+                                                                                         "max_test")},
     "epochs": (lambda v: v >= 1, "must be >= 1"),
     "batch_size": (lambda v: v >= 1, "must be >= 1"),
     "beam_size": (lambda v: v >= 1, "must be >= 1"),
@@ -410,7 +436,7 @@ def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> 
     try:
         with torch.device("meta"):
             build_model(model, model_context(data.vocab_size or 1000, data), options)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, RuntimeError, ZeroDivisionError, OverflowError, IndexError, KeyError) as e:
         # point at the option the message names last (e.g. "d_model 32 is not divisible by heads 3")
         named = [(str(e).rfind(k), k) for k in options if re.search(rf"\b{re.escape(k)}\b", str(e))]
         key = max(named)[1] if named else "model"
@@ -423,9 +449,15 @@ TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "findings"}
 
 def load_experiment(path: str | Path, profile: str | None = None, only: list[str] | None = None) -> Experiment:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, but the experiment must be a TOML file")
     if not path.is_file():
         raise ConfigError(f"{path}: experiment file not found")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: bytes that are not UTF-8; save the file as UTF-8") from None
     ctx = _Where(path, text)
     try:
         raw = tomllib.loads(text)
@@ -439,6 +471,9 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                     "sweep is [[decode]] entries, each with a name and the settings it changes)") if k == "decode" else ""
             raise ctx.fail(f"[{k}]", f"unknown section{hint}.{did_you_mean(k, TOP_KEYS)} "
                            f"Valid: {', '.join(sorted(TOP_KEYS))}")
+    for sec in ("experiment", "defaults", "profiles", "grid"):
+        if sec in raw and not isinstance(raw[sec], dict):
+            raise ctx.fail(sec, f"[{sec}] must be a table")
     exp = raw.get("experiment", {})
     for k in exp:
         if k not in EXPERIMENT_KEYS:
@@ -450,9 +485,6 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     seeds = exp.get("seeds", [1])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ctx.fail("experiment.seeds", f"expected a non-empty list of integers, got {seeds!r}")
-    for sec in ("experiment", "defaults", "profiles", "grid"):
-        if sec in raw and not isinstance(raw[sec], dict):
-            raise ctx.fail(sec, f"[{sec}] must be a table")
     for pname, pval in raw.get("profiles", {}).items():
         if not isinstance(pval, dict):
             raise ctx.fail(f"profiles.{pname}", "a profile must be a table ([profiles.NAME])")

@@ -50,3 +50,37 @@ class UnsafeCheckpoint(UserError, RuntimeError):
 
 class DownloadError(UserError, RuntimeError):
     """A download failed; the message is one line: what failed, which URL/file, and what to do."""
+
+
+class DamagedFile(UserError, ValueError):
+    """A file the suite wrote itself (record, predictions, scores, vocabulary, spec, checkpoint) that no
+    longer reads: truncated, empty or edited by hand. The message names the file (and line)."""
+
+
+class EmptySelection(UserError, ValueError):
+    """The data settings leave a split without examples; raised before anything is trained or written."""
+
+
+class WriteFailed(UserError, OSError):
+    """A write the machine refused (disk full, I/O error, read-only or missing folder). The previous
+    file, if any, is left as it was; the message names the file."""
+
+    def __init__(self, path, err: OSError):
+        super().__init__(err.errno, err.strerror)
+        self.path = path
+        why = err.strerror or str(err) or type(err).__name__
+        self.message = (f"{path}: could not write ({why}"
+                        + (f", errno {err.errno}" if err.errno else "") + "); the previous version of the file, if "
+                        "any, is unchanged. Free space (or fix the folder) and run the command again "
+                        "(`zoo run ... --resume` continues training from the last checkpoint)")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Preempted(KeyboardInterrupt):
+    """SIGTERM (a cluster scheduler's pre-emption or time limit): the command stops the way Ctrl-C stops
+    it (training finishes the update and writes last.pt) and exits with ``EXIT_PREEMPTED``."""
+
+
+EXIT_PREEMPTED = 128 + 15  # what a shell reports for a process ended by SIGTERM; requeue scripts test it

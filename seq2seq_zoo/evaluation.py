@@ -252,7 +252,8 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     rec_path = run_dir / "record.json"
     if not rec_path.is_file():
         raise MissingFile(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
-    run_rec = json.loads(rec_path.read_text(encoding="utf-8"))
+    from seq2seq_zoo.results import read_record
+    run_rec = read_record(rec_path)  # a damaged record raises DamagedFile naming it
     name_run = run_rec.get("run", run_dir.name)
     if run_rec.get("baseline"):
         log(f"[{name_run}] a baseline with nothing to train and no decoder: no decoding variants")
@@ -271,7 +272,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
             continue
         old_path = run_dir / DECODES_DIR / name / "record.json"
         if old_path.is_file() and not force:
-            old = json.loads(old_path.read_text(encoding="utf-8"))
+            old = read_record(old_path)
             if _same(old, cfg, run_rec, spec):
                 log(f"[{name_run}] decode '{name}' already done ({old_path}); skipping")
                 continue

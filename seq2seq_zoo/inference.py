@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seq2seq_zoo.config import RunSpec
+from seq2seq_zoo.config import RunSpec, read_spec
 from seq2seq_zoo.data.batching import Encoded, collate
 from seq2seq_zoo.data.splits import text_config
 from seq2seq_zoo.data.text import detokenize, tokenize
@@ -17,7 +17,7 @@ from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
 from seq2seq_zoo.errors import DataError, MissingFile
 from seq2seq_zoo.models.base import Seq2Seq, build_model, model_context
-from seq2seq_zoo.utils import load_checkpoint
+from seq2seq_zoo.utils import load_checkpoint, load_weights
 
 
 @dataclass
@@ -32,7 +32,7 @@ def run_spec(run_dir: str | Path, record: dict | None = None) -> RunSpec:
     """The run's configuration: ``checkpoints/spec.json``, else the spec stored in its record."""
     spec_path = Path(run_dir) / "checkpoints" / "spec.json"
     if spec_path.is_file():
-        return RunSpec.from_dict(json.loads(spec_path.read_text(encoding="utf-8")))
+        return read_spec(spec_path)  # a damaged one raises DamagedFile naming it
     if record is not None and "spec" in record:
         return RunSpec.from_dict(record["spec"])
     raise MissingFile(f"{spec_path} not found: {run_dir} has no trained run here (checkpoints are not committed "
@@ -71,7 +71,7 @@ def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: 
     vocab = Vocab.load(ck / "vocab.json")
     model = build_model(spec.model, model_context(len(vocab), spec.data),
                         {**_legacy_defaults(run_dir, spec, record), **spec.model_options})
-    model.load_state_dict(load_checkpoint(ck / checkpoint)["model"])
+    load_weights(model, load_checkpoint(ck / checkpoint)["model"], ck / checkpoint)
     return TrainedRun(spec, vocab, model.eval(), ck / checkpoint)
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.utils import atomic_write_json, atomic_write_text
+from seq2seq_zoo.utils import DamagedFile, atomic_write_json, atomic_write_text, read_json, read_jsonl
 
 SCHEMA = 1
 SCORES_FILE = "scores.jsonl"
@@ -22,20 +22,93 @@ def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(Path(path) / "predictions.jsonl", text)
 
 
-def read_predictions(path: Path) -> list[dict[str, Any]]:
-    with open(Path(path) / "predictions.jsonl", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def read_predictions(path: Path, name: str = "predictions.jsonl") -> list[dict[str, Any]]:
+    """A run's predictions; a truncated, empty or hand-edited file raises ``DamagedFile`` naming file:line."""
+    p = Path(path) / name
+    rows = read_jsonl(p, "predictions", ("id", "prediction", "references"), fix=_FIX_PRED)
+    for n, r in enumerate(rows, 1):
+        if not isinstance(r["prediction"], str) or not isinstance(r["references"], list) \
+                or not all(isinstance(x, str) for x in r["references"]):
+            raise DamagedFile(f"{p}: damaged predictions (row {n} with id {r['id']!r}: prediction must be a string "
+                              f"and references a list of strings); {_FIX_PRED}")
+    if not rows:
+        raise DamagedFile(f"{p}: empty predictions file; {_FIX_PRED}")
+    return rows
 
 
-def load_records(exp_dir: Path) -> list[dict[str, Any]]:
-    """Every finished run record of an experiment folder, in run order (as listed in the record)."""
+_FIX_PRED = "re-decode the run (`zoo eval RUN --decode ...`) or retrain it (`zoo run EXP --only RUN --force`)"
+_FIX_REC = "delete it and run that run again (`zoo run EXP --only RUN --force`)"
+# what every report reads from a record: (dotted key, type)
+_RECORD_KEYS = [("run", str), ("experiment", str), ("seed", int), ("spec", dict), ("params", dict),
+                ("hardware", dict), ("wall_seconds", (int, float)), ("data", dict), ("data.dataset", str),
+                ("data.sizes", dict), ("data.vocab_size", int), ("train", dict), ("train.history", list),
+                ("train.val_curve", list), ("train.train_seconds", (int, float)), ("train.precision", str),
+                ("eval", dict), ("eval.split", str), ("eval.n_examples", int), ("eval.scores", dict),
+                ("eval.settings", dict), ("eval.decode", dict)]
+# a decoding variant's record (<run>/decodes/<name>/record.json)
+_DECODE_KEYS = [("run", str), ("decode_name", str)] + [k for k in _RECORD_KEYS if k[0].startswith("eval")]
+
+
+def _record_problem(rec) -> str | None:
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__}, expected an object"
+    for key, typ in _DECODE_KEYS if rec.get("kind") == "decode" else _RECORD_KEYS:
+        node = rec
+        for part in key.split("."):
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is _MISSING:
+            return f"no {key!r}"
+        if not isinstance(node, typ) or isinstance(node, bool):
+            return f"{key!r} is a {type(node).__name__}"
+    if not all(isinstance(v, (int, float)) for v in rec["eval"]["scores"].values()):
+        return "'eval.scores' holds a value that is not a number"
+    return None
+
+
+_MISSING = object()
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """One run record (``.../record.json``); a truncated, empty or hand-edited one raises ``DamagedFile``."""
+    path = Path(path)
+    rec = read_json(path, "run record", _FIX_REC)
+    problem = _record_problem(rec)
+    if problem:
+        raise DamagedFile(f"{path}: damaged run record ({problem}); {_FIX_REC}")
+    return rec
+
+
+def check_run_files(run: Path) -> None:
+    """The other JSON files of a run folder that reports read (attention, positional tables, shown
+    examples, decoding variants); the first damaged one raises ``DamagedFile``."""
+    run = Path(run)
+    for name in ("attention.json", "positional.json", "examples.json"):
+        if (run / name).is_file() and not isinstance(read_json(run / name, name.removesuffix(".json") + " file",
+                                                               _FIX_REC), dict):
+            raise DamagedFile(f"{run / name}: damaged {name} (expected a JSON object); {_FIX_REC}")
+    if (run / SCORES_FILE).is_file():
+        read_scores(run)
+    elif (run / "predictions.jsonl").is_file():  # the report scores them when scores.jsonl is missing
+        read_predictions(run)
+    for p in sorted(run.glob("decodes/*/record.json")):
+        read_record(p)
+        check_run_files(p.parent)
+
+
+def load_records(exp_dir: Path, damaged: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every finished run record of an experiment folder, in run order (as listed in the record).
+    A run whose record (or another file the report reads) is damaged raises ``DamagedFile``; with a
+    ``damaged`` list, it is left out and its message appended there instead."""
     out = []
     for p in sorted(Path(exp_dir).glob("*/record.json")):
         try:
-            with open(p, encoding="utf-8") as f:
-                rec = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise RuntimeError(f"{p}: unreadable run record ({e}); delete it and re-run that run") from None
+            rec = read_record(p)
+            check_run_files(p.parent)
+        except DamagedFile as e:
+            if damaged is None:
+                raise
+            damaged.append(str(e))
+            continue
         rec["_dir"] = str(p.parent)
         out.append(rec)
     out.sort(key=lambda r: (r.get("order", 0), r.get("run", "")))
@@ -54,20 +127,22 @@ def write_scores(out: Path, ids: list[str], per_example: dict[str, list[float]],
 
 
 def read_scores(out: Path) -> dict[str, dict[str, float]] | None:
+    """{example id: {metric: value}} from ``scores.jsonl``, or None without one; a truncated, empty or
+    hand-edited file raises ``DamagedFile`` naming file:line."""
     path = Path(out) / SCORES_FILE
     if not path.is_file():
         return None
+    fix = "delete the file and run `zoo report` to score the predictions again"
     rows: dict[str, dict[str, float]] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON ({e.msg}); delete the file and run `zoo report` "
-                                 "to score the predictions again") from None
-            if "_meta" in obj:
-                continue
-            rows[str(obj.pop("id"))] = obj
+    meta = False
+    for n, obj in enumerate(read_jsonl(path, "per-example scores", fix=fix), 1):
+        if "_meta" in obj:
+            meta = True
+            continue
+        if "id" not in obj or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                      for k, v in obj.items() if k != "id"):
+            raise DamagedFile(f"{path}: damaged per-example scores (row {n}: needs an id and numbers only); {fix}")
+        rows[str(obj.pop("id"))] = obj
+    if not meta:  # the writer always starts with the _meta line: without it the file is not whole
+        raise DamagedFile(f"{path}: damaged per-example scores (no _meta line: empty or cut); {fix}")
     return rows

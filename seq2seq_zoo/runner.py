@@ -104,7 +104,6 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     if not main:
         log, progress = (lambda *a, **k: None), False
     ckpt = out / "checkpoints"
-    ckpt.mkdir(parents=True, exist_ok=True)
     for tmp in list(out.glob(".*.tmp")) + list(ckpt.glob(".*.tmp")) if main else []:  # left by a kill mid-write
         tmp.unlink(missing_ok=True)
     if spec.train.threads:
@@ -115,6 +114,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     init_vocab = Vocab.load(init_ckpt.parent / "vocab.json") if init_ckpt and (init_ckpt.parent / "vocab.json").is_file() \
         else None
     vocab, data, data_info = prepare_data(spec, data_dir, log, vocab=init_vocab)
+    ckpt.mkdir(parents=True, exist_ok=True)  # only now: bad data settings leave nothing under results/
     if main:
         vocab.save(ckpt / "vocab.json")
         atomic_write_json(ckpt / "spec.json", spec.to_dict())

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from seq2seq_zoo.errors import UnsafeCheckpoint
+from seq2seq_zoo.errors import DamagedFile, UnsafeCheckpoint, WriteFailed
 
 
 _UMASK = os.umask(0o022)
@@ -21,8 +21,20 @@ os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename: a kill never leaves half a file."""
+    """Write to a temporary file in the same folder, fsync, then rename: a kill never leaves half a file.
+    A failed write (ENOSPC, EIO, ...) leaves the old file and no temporary file, and raises ``WriteFailed``
+    naming ``path``. The temporary name is unique (mkstemp), so two processes writing the same file at
+    once (two ``zoo report``s) never share one; the last rename wins and each file is whole."""
     path = Path(path)
+    try:
+        _atomic_write_bytes(path, data)
+    except WriteFailed:
+        raise
+    except OSError as e:
+        raise WriteFailed(path, e) from e
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -120,18 +132,91 @@ def cpu_has_fast_bf16() -> bool:
         return False
 
 
-def load_checkpoint(path, map_location="cpu") -> dict:
+def read_json(path, what: str, fix: str = "delete it and re-run the command that wrote it"):
+    """A JSON file the suite wrote; a truncated, empty or hand-edited one raises ``DamagedFile`` naming it
+    (and the line of a syntax error)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DamagedFile(f"{path}: damaged {what} (bytes that are not UTF-8 at offset {e.start}); {fix}") from None
+    except IsADirectoryError:
+        raise DamagedFile(f"{path}: is a folder, expected a {what} file") from None
+    if not text.strip():
+        raise DamagedFile(f"{path}: empty {what} (a write that never finished?); {fix}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DamagedFile(f"{path}:{e.lineno}: damaged {what} (truncated or edited by hand: {e.msg}, line {e.lineno} "
+                          f"column {e.colno}); {fix}") from None
+
+
+def read_jsonl(path, what: str, required: tuple[str, ...] = (), fix: str = "delete it and re-run the command "
+               "that wrote it") -> list[dict]:
+    """A JSON Lines file the suite wrote: one object per line, each with the ``required`` keys; a bad line
+    raises ``DamagedFile`` naming ``file:line``."""
+    path = Path(path)
+    rows = []
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise DamagedFile(f"{path}: is a folder, expected a {what} file") from None
+    for n, line in enumerate(raw.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            why = e.msg if isinstance(e, json.JSONDecodeError) else "bytes that are not UTF-8"
+            raise DamagedFile(f"{path}:{n}: damaged {what} line (truncated or edited by hand: {why}); {fix}") from None
+        if not isinstance(obj, dict):
+            raise DamagedFile(f"{path}:{n}: damaged {what} line (a JSON {type(obj).__name__}, expected an object); "
+                              f"{fix}")
+        missing = [k for k in required if k not in obj]
+        if missing:
+            raise DamagedFile(f"{path}:{n}: damaged {what} line (no {', '.join(missing)}); {fix}")
+        rows.append(obj)
+    return rows
+
+
+def load_checkpoint(path, map_location="cpu", required: tuple[str, ...] = ("model",)) -> dict:
     """Load a checkpoint with ``weights_only=True``: tensors and plain containers only. Anything that
-    would need arbitrary code to unpickle is refused with a clear message, never executed."""
+    would need arbitrary code to unpickle is refused with a clear message, never executed; a truncated,
+    empty or foreign file, or one without the ``required`` entries, is refused as unreadable."""
     import pickle
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        ck = torch.load(path, map_location=map_location, weights_only=True)
+        if not isinstance(ck, dict) or any(k not in ck for k in required):
+            have = sorted(map(str, ck))[:6] if isinstance(ck, dict) else type(ck).__name__
+            raise UnsafeCheckpoint(f"{path}: not a seq2seq-zoo checkpoint (needs {', '.join(required)}; has {have}); "
+                                   "delete it and re-run (without --resume if it was last.pt)")
+        return ck
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise UnsafeCheckpoint(
             f"{path}: refused to load: the file holds objects other than tensors and plain data (a pickled "
             f"code payload?). Only load checkpoints written by seq2seq-zoo from a source you trust. ({first})"
         ) from None
-    except (RuntimeError, EOFError, OSError) as e:
-        raise UnsafeCheckpoint(f"{path}: not a readable checkpoint ({type(e).__name__}: {e}); delete it and "
+    except IsADirectoryError:
+        raise UnsafeCheckpoint(f"{path}: is a folder, expected a checkpoint file") from None
+    except UnsafeCheckpoint:
+        raise
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            first = "the file is empty"
+        raise UnsafeCheckpoint(f"{path}: not a readable checkpoint (truncated or damaged? {type(e).__name__}: "
+                               f"{first}); delete it and "
                                "re-run (without --resume if it was last.pt)") from None
+
+
+def load_weights(model, state, path) -> None:
+    """``model.load_state_dict(state)``; weights that do not fit the model (a checkpoint edited by hand, or
+    from another run than its spec.json) raise ``UnsafeCheckpoint`` naming the file."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as e:
+        first = str(e).strip().splitlines()
+        raise UnsafeCheckpoint(f"{path}: the weights do not fit the run's model ({first[0] if first else type(e).__name__}"
+                               f"{' ...' if len(first) > 1 else ''}); delete it and re-run (without --resume if it "
+                               "was last.pt)") from None

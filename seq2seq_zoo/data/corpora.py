@@ -71,6 +71,10 @@ def resolve_data_dir(dataset: str, flag: str | None = None, config: str | None =
     for origin, d in candidate_dirs(flag, config):
         if (d / dataset).is_dir():
             return d
+        if origin != "default" and (d.is_file() or (d / dataset).is_file()):  # the wrong kind, not "not found"
+            f = d if d.is_file() else d / dataset
+            raise DataError(f"{f} ({origin}): is a file, but it must be a folder (the data folder holds "
+                            f"'{dataset}/', a folder of the corpus files)")
         tried.append(f"{d / dataset} ({origin})")
         if origin != "default":  # an explicit setting that does not hold the data is an error, not a fallback
             break

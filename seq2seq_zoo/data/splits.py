@@ -8,6 +8,7 @@ from typing import Callable
 from seq2seq_zoo.data.batching import percentile_filter
 from seq2seq_zoo.data.corpora import Example, ReadStats, load_split
 from seq2seq_zoo.data.text import TextConfig
+from seq2seq_zoo.errors import EmptySelection
 
 SPLIT_NAMES = ("train", "validation", "test")
 
@@ -26,14 +27,38 @@ def select_splits(spec, root: Path, which: tuple[str, ...] = SPLIT_NAMES, stats:
     d = spec.data
     stats = stats if stats is not None else {}
     out: dict[str, list[Example]] = {}
+    trail: dict[str, list[str]] = {}  # how each split got to its size, for the message when one is empty
     for name in which:
         split = spec.eval.split if name == "test" else name
         out[name] = load_split(d.dataset, root, split, d.on_bad, stats.setdefault(name, ReadStats()), d.options)
+        skipped = sum(stats[name].skipped.values())
+        trail[name] = [f"{len(out[name])} read" + (f" ({skipped} rows skipped)" if skipped else "")]
     if "train" in out and d.filter_percentiles:
         lo, hi = d.filter_percentiles
         before = len(out["train"])
-        out["train"] = percentile_filter(out["train"], lo, hi, text_config(d))
+        out["train"] = percentile_filter(out["train"], lo, hi, text_config(d)) if out["train"] else []
+        trail["train"].append(f"data.filter_percentiles = {list(d.filter_percentiles)} kept {len(out['train'])}")
         if log is not None:
             log(f"length filter {lo}-{hi} percentiles kept {len(out['train'])}/{before} training examples")
-    limits = {"train": d.max_train, "validation": d.max_valid, "test": d.max_test}
-    return {name: xs[: limits[name]] if limits[name] else xs for name, xs in out.items()}
+    limits = {"train": ("max_train", d.max_train), "validation": ("max_valid", d.max_valid),
+              "test": ("max_test", d.max_test)}
+    for name in out:
+        key, limit = limits[name]
+        if limit is not None:  # 0 leaves none (it is not "no limit"): reported below
+            out[name] = out[name][:limit]
+            trail[name].append(f"data.{key} = {limit} kept {len(out[name])}")
+    _check_not_empty(spec, root, out, trail)
+    return out
+
+
+def _check_not_empty(spec, root: Path, splits: dict, trail: dict) -> None:
+    """Stop before anything is trained or written when a split has no examples left, naming the
+    settings that removed them and the counts at each step."""
+    empty = [s for s, x in splits.items() if not x]
+    if not empty:
+        return
+    label = {"train": "train split", "validation": "validation split",
+             "test": f"evaluation split (eval.split = {spec.eval.split!r})"}
+    parts = [f"{label[s]} of {spec.data.dataset} in {root}: " + ", ".join(trail[s]) for s in empty]
+    raise EmptySelection(f"run '{spec.name}': no {' and no '.join(empty)} examples left ({'; '.join(parts)}). "
+                         "Change the setting that removes them, or fix the split file; nothing was trained")

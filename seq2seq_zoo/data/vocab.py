@@ -88,8 +88,15 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocab":
-        with open(path, encoding="utf-8") as f:
-            return cls(json.load(f)["itos"])
+        """A vocab.json the suite wrote; a truncated, empty or hand-edited one raises ``DamagedFile``."""
+        from seq2seq_zoo.utils import DamagedFile, read_json
+        fix = "delete the run's checkpoints folder and train it again"
+        d = read_json(path, "vocabulary", fix)
+        itos = d.get("itos") if isinstance(d, dict) else None
+        if not isinstance(itos, list) or not all(isinstance(w, str) for w in itos) or tuple(itos[:4]) != SPECIALS:
+            raise DamagedFile(f"{path}: damaged vocabulary (needs \"itos\": a list of words starting with "
+                              f"{', '.join(SPECIALS)}); {fix}")
+        return cls(itos)
 
     def to_hf_tokenizer(self):
         """The same vocabulary as a Hugging Face ``tokenizers`` WordLevel tokenizer (for interop)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from seq2seq_zoo.report import extras, finetune, plots, significance
 from seq2seq_zoo.report.tables import fmt, loss_table, params_table, results_table, to_markdown, val_loss_table
 from seq2seq_zoo.results import load_records
-from seq2seq_zoo.utils import atomic_write_text, hardware_str
+from seq2seq_zoo.utils import DamagedFile, atomic_write_text, hardware_str
 
 
 def compute_seconds(r: dict) -> float:
@@ -111,19 +111,30 @@ def _latex_escape(s: str) -> str:
     return re.sub(r"[\\_%&#$^~{}]", lambda m: _LATEX[m.group(0)], s)
 
 
-def build_report(exp_dir: str | Path) -> list[Path]:
+def build_report(exp_dir: str | Path, warn=None) -> list[Path]:
     """Rebuild under an experiment-level lock, so two processes finishing runs of one experiment at
-    the same time (``--only A`` / ``--only B``) cannot overwrite a newer table with an older one."""
+    the same time (``--only A`` / ``--only B``, or two ``zoo report``s) cannot overwrite a newer table
+    with an older one. A run whose files are damaged is left out of the tables (named in their notes)
+    and ``warn(message)`` is called once for it (default: a line on stderr)."""
     import fcntl
+    import sys
     exp_dir = Path(exp_dir)
+    if warn is None:
+        def warn(msg):
+            print(f"warning: {msg}", file=sys.stderr)
     with open(exp_dir / ".report.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build(exp_dir)
+        return _build(exp_dir, warn)
 
 
-def _build(exp_dir: Path) -> list[Path]:
-    records = load_records(exp_dir)
+def _build(exp_dir: Path, warn) -> list[Path]:
+    damaged: list[str] = []
+    records = load_records(exp_dir, damaged)
+    for msg in damaged:
+        warn(msg)
     if not records:
+        if damaged:
+            raise DamagedFile(damaged[0])
         raise FileNotFoundError(f"{exp_dir}: no run records (*/record.json)")
     written: list[Path] = []
     rows, stale = extras.with_decodes(records)  # + re-decoded variants ([[decode]], zoo eval --decode)
@@ -132,9 +143,17 @@ def _build(exp_dir: Path) -> list[Path]:
     gdf = significance.grouped_table(df, rows, groups)
     md = to_markdown(gdf)
     lead_line = significance.lead_sentence(groups)
-    judged = significance.judge_all(exp_dir, groups, records)
+    try:
+        judged = significance.judge_all(exp_dir, groups, records)
+    except DamagedFile as e:  # a damaged experiment.json: the tables without the findings, and say so
+        warn(str(e))
+        judged = []
     vl = val_loss_table(records)
     notes = _settings_lines(records) + [significance.ci_note(groups)] + extras.variant_lines(rows, stale)
+    if damaged:
+        notes.append("- **Left out, damaged files**: " + "; ".join(
+            Path(m.split(":", 1)[0]).relative_to(exp_dir).parts[0] if Path(m.split(":", 1)[0]).is_relative_to(exp_dir)
+            else m.split(":", 1)[0] for m in damaged) + " (see `zoo report`'s message)")
     t1 = extras.splits_table(rows)  # the seeds' Table 1: evaluation split and training sample
     t1_md = to_markdown(fmt(t1)) + "\n" + "\n".join(extras.splits_notes(rows)) + "\n" if t1 is not None else ""
     caption = _latex_escape(" ".join(n.lstrip("- ").replace("**", "").replace("`", "") for n in notes))

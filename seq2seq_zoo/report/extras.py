@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from seq2seq_zoo.results import read_record
+
 DEFAULT = "default"   # the decode name of a run's own decoding (config.DEFAULT_DECODE_NAME)
 
 
@@ -42,10 +44,7 @@ def decode_records(run_record: dict) -> tuple[list[dict], list[str]]:
     """(re-decoded variants of a run that belong to its current checkpoint, names of stale ones)."""
     out, stale = [], []
     for p in sorted(Path(run_record["_dir"]).glob("decodes/*/record.json")):
-        try:
-            d = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise RuntimeError(f"{p}: unreadable decode record ({e}); delete its folder and decode again") from None
+        d = read_record(p)  # a damaged one raises DamagedFile naming it
         if d.get("run_finished") != run_record.get("finished"):
             stale.append(d.get("decode_name", p.parent.name))
             continue

@@ -55,7 +55,12 @@ def _parent(r: dict) -> dict | None:
     rec = Path(init["checkpoint"]).parent.parent / "record.json"
     if not rec.is_file():
         return None
-    return json.loads(rec.read_text(encoding="utf-8"))
+    from seq2seq_zoo.results import read_record
+    from seq2seq_zoo.utils import DamagedFile
+    try:
+        return read_record(rec)
+    except DamagedFile:  # named when its own experiment is reported; here the row just goes without it
+        return None
 
 
 def init_table(records: list[dict]) -> pd.DataFrame | None:

@@ -259,11 +259,13 @@ def load_declared(exp_dir: Path) -> tuple[list[Finding], dict]:
     p = Path(exp_dir) / EXPERIMENT_FILE
     if not p.is_file():
         return [], {}
+    from seq2seq_zoo.utils import DamagedFile, read_json
+    fix = "run `zoo run EXPERIMENT` again to rewrite it (finished runs are skipped)"
+    meta = read_json(p, "experiment file copy", fix)  # a damaged one raises DamagedFile naming it
     try:
-        meta = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not valid JSON ({e.msg}); run `zoo run EXPERIMENT` again to rewrite it") from None
-    return [Finding(**f) for f in meta.get("findings", [])], meta
+        return [Finding(**f) for f in meta.get("findings", [])], meta
+    except (AttributeError, TypeError) as e:  # hand-edited: not an object, or findings of the wrong shape
+        raise DamagedFile(f"{p}: damaged experiment file copy ({type(e).__name__}: {e}); {fix}") from None
 
 
 def write_declared(exp_dir: Path, exp) -> None:
@@ -282,7 +284,12 @@ def init_group(g: Group) -> Group | None:
     # as written (relative to where zoo ran), else beside this experiment's folder
     for d in (run_dir, Path(g.rows[0]["_dir"]).parent.parent / run_dir.parent.name / run_dir.name):
         if (d / "record.json").is_file():
-            rec = json.loads((d / "record.json").read_text(encoding="utf-8"))
+            from seq2seq_zoo.results import read_record
+            from seq2seq_zoo.utils import DamagedFile
+            try:
+                rec = read_record(d / "record.json")
+            except DamagedFile:  # named when its own experiment is reported
+                return None
             rec["_dir"] = str(d)
             return Group(f"{g.name}@init", None, [rec])
     return None

@@ -109,14 +109,19 @@ class _AgreedFlag(dict):
     ``flag`` reads the value all ranks agreed on at the last batch, so every rank stops at the same update."""
 
     def __init__(self):
-        super().__init__(flag=False)
+        super().__init__(flag=False, term=False)
         self.pending = False
+        self.term_pending = False  # the request was SIGTERM (pre-emption): every rank then exits 143
 
     def __setitem__(self, key, value):
-        self.pending = self.pending or bool(value)
+        if key == "term":
+            self.term_pending = self.term_pending or bool(value)
+        else:
+            self.pending = self.pending or bool(value)
 
-    def agreed(self, value: bool) -> None:
+    def agreed(self, value: bool, term: bool = False) -> None:
         dict.__setitem__(self, "flag", bool(value))
+        dict.__setitem__(self, "term", bool(term))
 
 
 class DDPContext:
@@ -200,11 +205,12 @@ class DDPContext:
         n = stats["tokens"] * w
         local = float(loss.detach()) * n if w else 0.0
         vec = torch.tensor([n, local, stats.get("nll_sum", 0.0) * w, batch.n_tokens() * w,
-                            float(getattr(interrupted, "pending", False))], dtype=torch.float64, device=loss.device)
+                            float(getattr(interrupted, "pending", False)),
+                            float(getattr(interrupted, "term_pending", False))], dtype=torch.float64, device=loss.device)
         torch.distributed.all_reduce(vec)
-        N, loss_sum, nll_sum, src_tgt, stop = vec.tolist()
+        N, loss_sum, nll_sum, src_tgt, stop, term = vec.tolist()
         if isinstance(interrupted, _AgreedFlag):
-            interrupted.agreed(stop > 0)
+            interrupted.agreed(stop > 0, term > 0)
         N_ = max(N, 1.0)
         scaled = loss * (n * self.world_size / N_)
         value = torch.tensor(loss_sum / N_, dtype=loss.dtype, device=loss.device)

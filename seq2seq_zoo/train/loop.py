@@ -16,13 +16,13 @@ from tqdm.auto import tqdm
 
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
-from seq2seq_zoo.errors import TrainingStopped
+from seq2seq_zoo.errors import Preempted, TrainingStopped, UnsafeCheckpoint
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL, ObjectiveModule
 from seq2seq_zoo.train.objectives import Objective, _text, greedy_ids, token_losses
 from seq2seq_zoo.train.rewards import RewardFunction
-from seq2seq_zoo.utils import load_checkpoint
+from seq2seq_zoo.utils import load_checkpoint, load_weights
 
 
 @torch.no_grad()
@@ -184,12 +184,18 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     def validate() -> float:
         return _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, ddp, vocab)
 
-    interrupted = ddp.interrupt_flag()  # {"flag": False}
+    interrupted = ddp.interrupt_flag()  # {"flag": False}; "term": whether it was SIGTERM (on any rank)
 
-    def on_sigint(signum, frame):  # finish the current step, save, then stop
+    def on_signal(signum, frame):  # Ctrl-C or SIGTERM: finish the current update, save, then stop
+        if signum == signal.SIGTERM:
+            interrupted["term"] = True
         interrupted["flag"] = True
 
-    old_handler = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
+    def stop() -> KeyboardInterrupt:  # SIGTERM (a scheduler's pre-emption) exits 143, Ctrl-C 130
+        return Preempted() if interrupted.get("term") else KeyboardInterrupt()
+
+    old_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if _main_thread() else {}
     model.train()
     if cfg.init_from and cfg.val_metric != "loss" and st.step == 0 and not st.val_curve:
         # fine-tuning from a checkpoint: score the starting point too (the first row of the seed's
@@ -245,27 +251,31 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             st.train_seconds += time.perf_counter() - t0
             if interrupted["flag"] and st.batch < len(batches):
                 save(last)
-                raise KeyboardInterrupt
+                raise stop()
             _end_epoch(st, row, cfg, validate, log)
             save(last)
             if interrupted["flag"]:  # even after the last update: the user asked to stop
-                raise KeyboardInterrupt
+                raise stop()
     finally:
-        if old_handler is not None:
-            signal.signal(signal.SIGINT, old_handler)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
     return st
 
 
 def _resume(last: Path, model, step: TrainStep, device: torch.device, ddp, log) -> LoopState:
     """Weights, optimizer, loss scaler, loop state and every RNG state from ``last.pt``: the run goes on
     exactly where it stopped."""
-    ck = load_checkpoint(last)
-    model.load_state_dict(ck["model"])
-    step.optimizer.load_state_dict(ck["optimizer"])
-    step.scaler.load_state_dict(ck["scaler"])
-    st = LoopState(**ck["loop"])
+    ck = load_checkpoint(last, required=("model", "optimizer", "scaler", "loop", "rng"))
+    load_weights(model, ck["model"], last)
+    try:
+        step.optimizer.load_state_dict(ck["optimizer"])
+        step.scaler.load_state_dict(ck["scaler"])
+        st = LoopState(**ck["loop"])
+        torch.set_rng_state(ck["rng"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:  # a hand-edited or foreign last.pt
+        raise UnsafeCheckpoint(f"{last}: damaged training state ({type(e).__name__}: {str(e)[:200]}); delete it "
+                               "and start the run again without --resume") from None
     st.resumes += 1
-    torch.set_rng_state(ck["rng"])
     if device.type == "cuda" and ck.get("cuda_rng") is not None:
         torch.cuda.set_rng_state(ck["cuda_rng"])
     ddp.load_rng(ck)

@@ -13,7 +13,7 @@ Repetition penalty theta (``repetition_penalty_style``):
          state (``state["logits"]``); a copy model's mixture has none, and its log-probs stand in for
          them (all negative: p -> p^theta, renormalised).
   logprob: the log-prob of a generated token is multiplied by theta (p -> p^theta, not renormalised;
-         the rule of the records made before issue 19).
+         the rule of the records made before the second-round correctness fixes).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
 Coverage penalty (Wu et al. 2016, beam search only, for models whose ``attention_coverage`` hook returns
 the summed attention and the source mask of a decoder state: the attention RNNs and the pointer-generator):

@@ -39,7 +39,7 @@ def run_spec(run_dir: str | Path, record: dict | None = None) -> RunSpec:
                       "to git); train it with `zoo run` first")
 
 
-# Model defaults before issue 19's correctness fixes. A run whose record has no ``model_rules`` was
+# Model defaults before the second-round correctness fixes. A run whose record has no ``model_rules`` was
 # trained with them; it is rebuilt with them so its weights mean what they meant (a sinusoidal table is
 # not in the checkpoint, so a changed T_max would load silently).
 LEGACY_MODEL_DEFAULTS = {"transformer": {"pe_tmax_rule": "per_side", "pe_init_std": 0.02},

@@ -68,11 +68,13 @@ def paired_test(a, b, scale: float = 1.0, n_resamples: int = N_RESAMPLES) -> Com
     if a.shape != b.shape:
         raise ValueError(f"paired test needs the same examples on both sides ({a.size} vs {b.size} values)")
     d = a - b
-    if d.size < 2 or np.all(d == d[0]):
+    # no difference anywhere: nothing to test. A constant non-zero difference is tested like any other
+    # (the sign-flip test gives its exact p = 2 / 2^n; the CI is that constant)
+    if d.size < 2 or np.all(d == 0):
         return Comparison(float(a.mean()) if a.size else float("nan"), float(b.mean()) if b.size else float("nan"),
                           float(d.mean()) if d.size else 0.0, float(d.mean()) if d.size else 0.0,
                           float(d.mean()) if d.size else 0.0, 1.0 if d.size else float("nan"), int(d.size),
-                          "paired permutation test (no variation: p = 1)")
+                          "paired permutation test (no difference on any example: p = 1)")
     res = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
                                  n_resamples=n_resamples, vectorized=True, alternative="two-sided",
                                  rng=_rng())

@@ -46,6 +46,14 @@ def test_paired_test_verdicts():
         stats.paired_test([1.0, 2.0], [1.0])
 
 
+def test_paired_test_constant_difference():
+    """The same gain on every example is the strongest evidence there is, not 'no variation'."""
+    c = stats.paired_test(np.arange(9.0) + 1.0, np.arange(9.0))
+    assert c.diff == 1.0 and (c.ci_low, c.ci_high) == (1.0, 1.0)
+    assert c.p == pytest.approx(2 / 2 ** 9)           # exact sign-flip p of 9 pairs, all positive
+    assert stats.paired_test(np.ones(9), np.ones(9)).p == 1.0
+
+
 def test_seed_test_needs_two_seeds():
     one = stats.seed_test([3.5], [3.6, 3.7])
     assert np.isnan(one.p) and one.verdict("<") == "not shown"
@@ -142,6 +150,31 @@ def test_seed_rows_aggregate_and_findings(tmp_path, dialogsum_dir):
     assert judged["sys2 > lead"]["verdict"] == "not shown" and judged["sys2 > lead"]["p"] == 1.0
     assert "below LEAD" in next(x for x in md.splitlines() if x.startswith("| sys2 |"))
     assert any("undertrained" in x for x in judged["sys2 > lead"]["flags"])
+
+
+def test_init_finding_pairs_each_seed_with_its_own_start(tmp_path, dialogsum_dir):
+    """"ft > ft@init": seed s of the fine-tuned run is compared with seed s of the run it started from."""
+    f = tmp_path / "e.toml"
+    f.write_text(EXP.format(data=dialogsum_dir), encoding="utf-8")
+    res = tmp_path / "res"
+    assert main(["run", str(f), "--results", str(res), "--no-progress"]) == 0
+    exp = res / "sig"
+    _fake_seeds(exp, "base", lambda s: 10.0 * s)     # parents: 10, 20, 30 above the lead
+    _fake_seeds(exp, "ft", lambda s: 10.0 * s + 1)   # each seed 1 above its own parent
+    for seed in (1, 2, 3):
+        rec_f = exp / f"ft-seed{seed}" / "record.json"
+        rec = json.loads(rec_f.read_text())
+        rec["init_from"] = {"checkpoint": str(exp / f"base-seed{seed}" / "checkpoints" / "best.pt")}
+        rec_f.write_text(json.dumps(rec))
+    meta = json.loads((exp / "experiment.json").read_text())
+    meta["findings"] = [Finding("ft > ft@init", "ft", "ft@init", ">", "rouge1", source="made up").to_dict()]
+    (exp / "experiment.json").write_text(json.dumps(meta))
+    build_report(exp)
+    j = json.loads((exp / "findings.json").read_text())[0]
+    # paired per seed the gap is exactly 1 on every example (3 examples x 3 seeds); against seed 1's parent
+    # alone (the old rule) it would be 1, 11 and 21
+    assert j["n"] == 9 and j["diff"] == pytest.approx(1.0)
+    assert j["verdict"] == "holds", {k: j[k] for k in ("verdict", "p", "flags", "detail") if k in j}
 
 
 def test_report_scores_old_records_from_predictions(tmp_path, dialogsum_dir):

@@ -10,7 +10,7 @@ attention is queried with s_t:
     e^t_i = v^T tanh(W_h h_i + W_s s_t [+ w_c cov^t_i] + b_attn),  a^t = softmax(e^t)   (eq. 1-2, 11)
     P_vocab = softmax(V'(V [s_t; h*_t] + b) + b')                    (eq. 4; two linear layers)
 
-``bahdanau`` (the rule of the records made before issue 19): attention is queried with s_{t-1}, the
+``bahdanau`` (the rule of the records made before the second-round correctness fixes): attention is queried with s_{t-1}, the
 LSTM reads [E y_{t-1}; c_t], and P_vocab's input is [s_t; E y_{t-1}; c_t] (``bilstm``'s decoder).
 
 In both:

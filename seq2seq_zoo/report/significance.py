@@ -276,23 +276,32 @@ def write_declared(exp_dir: Path, exp) -> None:
 
 
 def init_group(g: Group) -> Group | None:
-    """The run ``g`` started from (``train.init_from``), as a group of its own (``NAME@init``)."""
-    init = g.rows[0].get("init_from")
-    if not init:
-        return None
-    run_dir = Path(init["checkpoint"]).parent.parent  # <results>/<experiment>/<run>/checkpoints/best.pt
-    # as written (relative to where zoo ran), else beside this experiment's folder
-    for d in (run_dir, Path(g.rows[0]["_dir"]).parent.parent / run_dir.parent.name / run_dir.name):
-        if (d / "record.json").is_file():
-            from seq2seq_zoo.results import read_record
-            from seq2seq_zoo.utils import DamagedFile
-            try:
-                rec = read_record(d / "record.json")
-            except DamagedFile:  # named when its own experiment is reported
-                return None
-            rec["_dir"] = str(d)
-            return Group(f"{g.name}@init", None, [rec])
-    return None
+    """The runs ``g`` started from (``train.init_from``), as a group of their own (``NAME@init``).
+
+    One record per seed row of ``g``: a seeded run starts each seed from the same seed of its parent, so
+    the comparison "RUN > RUN@init" pairs every seed with its own starting checkpoint."""
+    from seq2seq_zoo.results import read_record
+    from seq2seq_zoo.utils import DamagedFile
+    starts, seen = [], set()
+    for row in g.rows:
+        init = row.get("init_from")
+        if not init:
+            continue
+        run_dir = Path(init["checkpoint"]).parent.parent  # <results>/<experiment>/<run>/checkpoints/best.pt
+        # as written (relative to where zoo ran), else beside this experiment's folder
+        for d in (run_dir, Path(row["_dir"]).parent.parent / run_dir.parent.name / run_dir.name):
+            if (d / "record.json").is_file():
+                if d.resolve() in seen:
+                    break
+                try:
+                    rec = read_record(d / "record.json")
+                except DamagedFile:  # named when its own experiment is reported
+                    return None
+                seen.add(d.resolve())
+                rec["_dir"] = str(d)
+                starts.append(rec)
+                break
+    return Group(f"{g.name}@init", None, starts) if starts else None
 
 
 def judge(f: Finding, groups: list[Group]) -> dict:

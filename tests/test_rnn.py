@@ -14,6 +14,7 @@ from conftest import make_encoded, random_batch, tiny_encoded
 from seq2seq_zoo.config import DecodeConfig, TrainConfig
 from seq2seq_zoo.data.batching import collate
 from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seq2seq_zoo.precision import autocast
 from seq2seq_zoo.decode import beam_search, greedy
 from seq2seq_zoo.models.base import build_model, count_parameters
 from seq2seq_zoo.models.rnn import ATTENTION_NAME, AdditiveAttention
@@ -270,7 +271,9 @@ def test_overfits_eight_examples_with_the_loop(name, tmp_path):
 def test_bf16_autocast_trains_and_decodes(name):
     model = make(name).train()
     batch = ragged_batch()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    # the suite's autocast context (the loop's, decoding's and evaluation's): on CPUs without oneDNN bf16
+    # kernels (AVX2 only) a bare torch.autocast makes oneDNN's LSTM fail
+    with autocast(torch.device("cpu"), torch.bfloat16):
         out = model(batch)
         loss = -out.log_probs[real_targets(batch)].gather(-1, batch.tgt_out[real_targets(batch)][:, None]).mean()
         loss.backward()

@@ -49,8 +49,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
 from seq2seq_zoo.models.kernels import LazyOutput, log_softmax_fp32
-from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, fp32_on_cpu,
-                                            run_encoder)
+from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, double_keys,
+                                            fp32_on_cpu, run_encoder)
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
@@ -398,7 +398,7 @@ class _Attentional(_Recurrent):
     def _teacher_fast(self, enc, hid, y):
         """Teacher forcing of the fast implementation: (features (B, T, F), attention (B, T, S), extra
         inputs (B, T, E) or None), the same values as the step loop of ``forward``'s reference path."""
-        keys, memory, mask = _float(enc["keys"]), enc["memory"], enc["mask"]
+        keys, memory, mask = double_keys(enc["keys"]), enc["memory"], enc["mask"]
         W, v, w_c = self._attention_weights()
         cov = enc["cov"].to(keys.dtype) if w_c is not None else None
         cell = StackedCell(self.decoder, self.emb_dim, self.training)
@@ -450,7 +450,7 @@ class _Attentional(_Recurrent):
     def _step_fast(self, state, hid, y):
         """One decoding step of the fast implementation: (features (N, F), new state, a (N, S), extra)."""
         src, K = self._per_source(state)
-        keys, memory, mask = _float(src["keys"]), src["memory"], src["mask"]
+        keys, memory, mask = double_keys(src["keys"]), src["memory"], src["mask"]
         B0, S = mask.shape
         W, v, w_c = self._attention_weights()
         cov = state["cov"].view(B0, K, S).to(keys.dtype) if w_c is not None else None

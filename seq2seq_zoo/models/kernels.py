@@ -6,7 +6,8 @@ says what it measured against):
 - ``log_softmax_fp32``: the output log-softmax straight to fp32;
 - ``packed_linear_weights``: bf16 inference with linear weights packed once into oneDNN's layout;
 - ``Dropout`` / ``dropout_keep_mask``: a dropout mask from 16 random bits per element;
-- ``fused_token_losses``: output projection + log-softmax + label-smoothed NLL in row blocks.
+- ``fused_token_losses``: output projection + log-softmax + label-smoothed NLL in row blocks;
+- ``LazyOutput``: a model output whose log-probs are made only when read (the loss takes the fused path).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seq2seq_zoo.models.base import StepOutput
 from seq2seq_zoo.utils import cpu_has_fast_bf16
 
 NEG_INF = float("-inf")
@@ -278,3 +280,37 @@ def fused_token_losses(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     loss_sum, nll_sum = _FusedSmoothedNLL.apply(hf, weight, bias, t, float(label_smoothing),
                                                 int(smooth_width or V), h.device.type == "cpu")
     return loss_sum, nll_sum, n
+
+
+class LazyOutput(StepOutput):
+    """A StepOutput whose ``log_probs`` are computed only when read (in the precision and grad mode of
+    the forward pass). The cross-entropy objective asks it for ``token_losses`` instead, which fuses
+    the output projection, log-softmax and label-smoothed loss and never holds (B, T, V) log-probs."""
+
+    def __init__(self, hidden: torch.Tensor, generator: nn.Linear, attention: dict, aux_losses: dict | None = None):
+        self._hidden, self._generator = hidden, generator
+        dev = hidden.device.type
+        self._autocast = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
+        self._grad = torch.is_grad_enabled()
+        self._log_probs = None
+        super().__init__(log_probs=None, attention=attention, aux_losses=aux_losses or {})
+
+    @property
+    def log_probs(self) -> torch.Tensor:
+        if self._log_probs is None:
+            dev, enabled, dtype = self._autocast
+            with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
+                self._log_probs = log_softmax_fp32(self._generator(self._hidden))
+        return self._log_probs
+
+    @log_probs.setter
+    def log_probs(self, value):
+        if value is not None:
+            self._log_probs = value
+
+    def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
+        """(sum of training loss, sum of NLL, tokens), as ``base.token_losses(self.log_probs, ...)``."""
+        dev, enabled, dtype = self._autocast
+        with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
+            return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
+                                      label_smoothing, smooth_width)

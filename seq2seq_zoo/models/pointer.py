@@ -58,12 +58,17 @@ class PointerGenerator(BiLSTMSeq2Seq):
     def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
                  dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",
                  freeze_embeddings: bool = False, coverage: bool = False, cov_loss_weight: float = 1.0,
-                 output_layers: int = 2, pretrained_embeddings: torch.Tensor | None = None, variant: str = "see"):
+                 output_layers: int = 2, pretrained_embeddings: torch.Tensor | None = None, variant: str = "see",
+                 impl: str = "fast"):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
         self.variant = variant
         super().__init__(vocab_size, emb_dim, hidden, layers, dropout, share_embeddings, embeddings,
-                         freeze_embeddings, coverage, cov_loss_weight, output_layers, pretrained_embeddings)
+                         freeze_embeddings, coverage, cov_loss_weight, output_layers, pretrained_embeddings, impl)
+
+    @property
+    def see_rule(self) -> bool:
+        return self.variant == "see"
 
     def build(self):
         super().build()
@@ -97,6 +102,13 @@ class PointerGenerator(BiLSTMSeq2Seq):
         enc, hid = super().init_state(batch)
         enc["src_ext"] = batch.src_ext
         enc["n_oov"] = int(batch.n_oov)
+        if self.impl == "fast":
+            # which source positions hold the same word (B, S, S), and each word's first position (B, S)
+            same = batch.src_ext.unsqueeze(2) == batch.src_ext.unsqueeze(1)
+            S = same.size(-1)
+            earlier = torch.ones(S, S, dtype=torch.bool, device=same.device).tril(-1)
+            enc["src_first"] = ~(same & earlier).any(-1)
+            enc["src_same"] = same.to(enc["keys"].dtype if enc["keys"].dtype == torch.float64 else torch.float32)
         return enc, hid
 
     def _extra_inputs(self, c, hid, y):
@@ -104,6 +116,8 @@ class PointerGenerator(BiLSTMSeq2Seq):
         return torch.cat([_up(c), _up(h), _up(cell), _up(y)], -1)
 
     def _distribution(self, feats, a, extra, enc):
+        if "src_same" in enc:
+            return self._mixture_at_source_words(feats, a, extra, enc)
         log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # (..., V)
         z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)                # p_gen logit (...)
         p_gen = torch.sigmoid(z)
@@ -117,3 +131,25 @@ class PointerGenerator(BiLSTMSeq2Seq):
         tiny = torch.finfo(copy.dtype).tiny
         log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
         return torch.logaddexp(gen, F.logsigmoid(-z).unsqueeze(-1) + log_copy), p_gen
+
+    def _mixture_at_source_words(self, feats, a, extra, enc):
+        """The fast implementation's eq. 9: the copy term is nonzero only at the columns of source words,
+        so the mixture is taken at the source positions (copy mass of position j's word = a @ same,
+        (..., S)) and written into log p_gen P_vocab there, instead of scattering attention onto the full
+        extended vocabulary and mixing every column. Each word is written from its first position (its
+        repeats write the same value, without gradient). Leading dims (B, T): T steps or a source's
+        hypotheses. Columns the source does not hold keep log p_gen P_vocab exactly (the reference adds
+        log(1 + (1 - p_gen) e^-1e4) there, which is 0 at any column with a finite log-prob)."""
+        log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # (B, T, V)
+        z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)                # (B, T)
+        p_gen = torch.sigmoid(z)
+        gen = torch.cat([F.logsigmoid(z).unsqueeze(-1) + log_vocab,
+                         log_vocab.new_full((*log_vocab.shape[:-1], enc["n_oov"]), NEG_BIG)], -1)
+        src_ext = enc["src_ext"]
+        index = src_ext.unsqueeze(1).expand(*a.shape)                                      # (B, T, S)
+        copy = torch.bmm(a.to(gen.dtype), enc["src_same"].to(gen.dtype))                  # copy mass per position
+        tiny = torch.finfo(copy.dtype).tiny
+        log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
+        mixed = torch.logaddexp(gen.gather(-1, index), F.logsigmoid(-z).unsqueeze(-1) + log_copy)
+        mixed = torch.where(enc["src_first"].unsqueeze(1), mixed, mixed.detach())
+        return gen.scatter(-1, index, mixed), p_gen

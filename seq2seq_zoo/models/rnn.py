@@ -42,12 +42,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
-from seq2seq_zoo.models.kernels import log_softmax_fp32
+from seq2seq_zoo.models.kernels import LazyOutput, log_softmax_fp32
+from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, double_keys,
+                                            fp32_on_cpu, run_encoder)
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
@@ -121,14 +124,21 @@ class _Recurrent(Seq2Seq):
     embeddings ("random" | "word2vec" | "pretrained:<path>": the runner resolves it to vectors and
     passes them, like vocab_size, as ``pretrained_embeddings``, a (vocab_size, emb_dim) tensor that is
     copied into the table(s); the model never reads the label), freeze_embeddings (the table(s) get no
-    gradient, so they count 0 trainable parameters).
+    gradient, so they count 0 trainable parameters), impl ("fast", the default, or "reference": the
+    previous step-by-step implementation, kept selectable for one release; both give the same values up
+    to float rounding, with the same parameters, so checkpoints load into either; see ``rnn_kernels``).
     """
+
+    IMPLS = ("fast", "reference")
 
     def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
                  dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",
                  freeze_embeddings: bool = False, coverage: bool = False, cov_loss_weight: float = 1.0,
-                 output_layers: int = 1, pretrained_embeddings: torch.Tensor | None = None):
+                 output_layers: int = 1, pretrained_embeddings: torch.Tensor | None = None, impl: str = "fast"):
         super().__init__()
+        if impl not in self.IMPLS:
+            raise ValueError(f"impl must be one of {self.IMPLS}, not {impl!r}")
+        self.impl = impl
         for name, v in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden", hidden), ("layers", layers)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, not {v!r}")
@@ -210,6 +220,9 @@ class _Recurrent(Seq2Seq):
         (L*dirs, B, n) taken after each source's last real token, and the mask (B, S)."""
         mask = batch.src != PAD_ID
         x = self.drop(self.src_embed(batch.src))
+        if self.impl == "fast":
+            out, final = run_encoder(self.encoder, x, mask)
+            return out, final, mask
         packed = pack_padded_sequence(x, _lengths(mask), batch_first=True, enforce_sorted=False)
         out, final = self.encoder(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=batch.src.size(1))
@@ -244,6 +257,8 @@ class GRUSeq2Seq(_Recurrent):
         (h0,) = self._from_state(self.encode(batch))
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))           # E y_{t-1}
         s, _ = self.decoder(y, h0)                                         # s_t = GRU(s_{t-1}, y_{t-1})
+        if self.impl == "fast" and self.output_layers == 1:
+            return LazyOutput(self.drop(s), self.output, {})
         log_probs = log_softmax_fp32(self.output(self.drop(s)))    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
         return StepOutput(log_probs)
 
@@ -286,7 +301,44 @@ class _Attentional(_Recurrent):
 
     def encode(self, batch):
         enc, hid = self.init_state(batch)
-        return {**enc, "cov": torch.zeros(enc["mask"].shape, device=enc["mask"].device), **self._to_state(hid)}
+        state = {**enc, "cov": torch.zeros(enc["mask"].shape, device=enc["mask"].device), **self._to_state(hid)}
+        if self.impl == "fast":
+            # per-source tensors keep one row per source however many hypotheses decode from it: ``row``
+            # maps each hypothesis to its source and ``reorder`` moves only the per-hypothesis ones
+            B = enc["mask"].size(0)
+            state.update(row=torch.arange(B, device=enc["mask"].device), group=1)
+        return state
+
+    PER_HYPOTHESIS = ("h", "c", "cov", "p_gen")
+
+    def reorder(self, state, index):
+        """Fast implementation: the per-hypothesis entries (states, coverage) are indexed; the encoder
+        output, keys, mask and source ids stay one row per source and ``row`` records each hypothesis'
+        source. ``group`` is K when the rows are K consecutive hypotheses per source (beam search), so
+        attention takes the K queries of a source side by side without copies; 0 otherwise."""
+        if "row" not in state:
+            return super().reorder(state, index)
+        out = dict(state)
+        for k in self.PER_HYPOTHESIS:
+            if k in state:
+                out[k] = state[k].index_select(0, index)
+        row = state["row"].index_select(0, index)
+        B, N = state["mask"].size(0), row.numel()
+        group = 0
+        if N % B == 0 and torch.equal(row, torch.arange(B, device=row.device).repeat_interleave(N // B)):
+            group = N // B
+        out.update(row=row, group=group)
+        return out
+
+    def _per_source(self, state):
+        """(keys, memory, mask, extra per-source entries) with one row per source group of the state's
+        hypotheses, and K, the hypotheses per row."""
+        names = ("keys", "memory", "mask", "src_ext", "src_same", "src_first")
+        src = {k: state[k] for k in names if k in state}
+        N = state["h"].size(0)
+        if state["group"] == 0:      # arbitrary rows: gather the sources
+            src = {k: v.index_select(0, state["row"]) for k, v in src.items()}
+        return src, N // src["mask"].size(0)
 
     def _step(self, enc, hid, y, cov):
         """One decoder step: y = E y_{t-1} (B, m) -> (features [s_t; E y_{t-1}; c_t], new state, a_t,
@@ -313,6 +365,8 @@ class _Attentional(_Recurrent):
         return log_softmax_fp32(logits), None
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
+        if self.impl == "fast":
+            return self._forward_fast(batch, need_attention)
         enc = self.encode(batch)
         hid = self._from_state(enc)
         cov = enc["cov"]
@@ -334,7 +388,130 @@ class _Attentional(_Recurrent):
         return StepOutput(log_probs, aux_losses=aux, attention=att,
                           extras={"p_gen": p_gen} if p_gen is not None else {})
 
+    # ------------------------------------------------------------------ fast implementation
+    see_rule = False   # True: the LSTM reads E y_{t-1} only and attention is queried with s_t
+
+    def _attention_weights(self):
+        att = self.attention
+        return att.W.weight, att.v.weight[0], att.w_c
+
+    def _teacher_fast(self, enc, hid, y):
+        """Teacher forcing of the fast implementation: (features (B, T, F), attention (B, T, S), extra
+        inputs (B, T, E) or None), the same values as the step loop of ``forward``'s reference path."""
+        keys, memory, mask = double_keys(enc["keys"]), enc["memory"], enc["mask"]
+        W, v, w_c = self._attention_weights()
+        cov = enc["cov"].to(keys.dtype) if w_c is not None else None
+        cell = StackedCell(self.decoder, self.emb_dim, self.training)
+        pre = cell.project_steps(y).unbind(1)     # layer 0's E y_{t-1} part, all steps (unbind: one backward op)
+        T = y.size(1)
+        if self.see_rule:        # the recurrence does not read attention: cells first, then attention
+            hs, cs = [], []
+            for t in range(T):
+                s, hid = cell(pre[t], None, hid)
+                hs.append(s)
+                cs.append(hid[-1][-1])
+            H = torch.stack(hs, 1)
+            q = F.linear(H, W)
+            if cov is None:    # every step at once, in chunks of steps that bound the (B, t, S, n) buffers
+                step = max(1, (1 << 23) // max(1, keys.numel()))
+                E = torch.cat([additive_energy(keys, q[:, t:t + step], v) for t in range(0, T, step)], 1)
+                A = masked_softmax(_float(E), mask.unsqueeze(1))
+            else:
+                weights = []
+                for t in range(T):
+                    a = masked_softmax(_float(additive_energy(keys, q[:, t:t + 1], v, cov.unsqueeze(1), w_c)[:, 0]),
+                                       mask)
+                    cov = cov + a
+                    weights.append(a)
+                A = torch.stack(weights, 1)
+            C = torch.bmm(A.to(memory.dtype), memory)
+            feats = torch.cat([H, C.to(H.dtype)], -1)
+            return feats, A, self._extra_inputs(C, (H.unsqueeze(0), torch.stack(cs, 1).unsqueeze(0)), y)
+        context = DeferredContext(memory)
+        hs, ctxs, cells, weights = [], [], [], []
+        for t in range(T):
+            q = F.linear(hid[0][-1], W).unsqueeze(1)
+            e = additive_energy(keys, q, v, None if cov is None else cov.unsqueeze(1), w_c)[:, 0]
+            a = masked_softmax(_float(e), mask)
+            c = context(a)
+            s, hid = cell(pre[t], c.to(pre[t].dtype), hid)
+            if cov is not None:
+                cov = cov + a
+            hs.append(s)
+            ctxs.append(c)
+            weights.append(a)
+            if len(hid) == 2:
+                cells.append(hid[1][-1])
+        H, C, A = torch.stack(hs, 1), torch.stack(ctxs, 1), torch.stack(weights, 1)
+        feats = torch.cat([H, y.to(H.dtype), C.to(H.dtype)], -1)
+        top = (H.unsqueeze(0),) + ((torch.stack(cells, 1).unsqueeze(0),) if cells else ())
+        return feats, A, self._extra_inputs(C, top, y)
+
+    def _step_fast(self, state, hid, y):
+        """One decoding step of the fast implementation: (features (N, F), new state, a (N, S), extra)."""
+        src, K = self._per_source(state)
+        keys, memory, mask = double_keys(src["keys"]), src["memory"], src["mask"]
+        B0, S = mask.shape
+        W, v, w_c = self._attention_weights()
+        cov = state["cov"].view(B0, K, S).to(keys.dtype) if w_c is not None else None
+        cell = StackedCell(self.decoder, self.emb_dim, False)
+        pre = cell.project_steps(y)
+
+        def attend(query):
+            q = F.linear(query, W).view(B0, K, -1)
+            a = masked_softmax(_float(additive_energy(keys, q, v, cov, w_c)), mask.unsqueeze(1))   # (B0, K, S)
+            c = torch.bmm(a.to(memory.dtype), memory)
+            return c.view(B0 * K, -1), a.view(B0 * K, S)
+
+        if self.see_rule:
+            s, hid = cell(pre, None, hid)
+            c, a = attend(hid[0][-1])
+            feats = torch.cat([s, c.to(s.dtype)], -1)
+        else:
+            c, a = attend(hid[0][-1])
+            s, hid = cell(pre, c.to(pre.dtype), hid)
+            feats = torch.cat([s, y.to(s.dtype), c.to(s.dtype)], -1)
+        return feats, hid, a, self._extra_inputs(c, hid, y), src, K
+
+    def _forward_fast(self, batch, need_attention: bool) -> StepOutput:
+        enc = self.encode(batch)
+        y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))   # (B, T, m): E y_{t-1}
+        with fp32_on_cpu(y.device):
+            feats, a, extra = self._teacher_fast(enc, tuple(_float(h) for h in self._from_state(enc)), y)
+        self.attention.weights = a[:, -1].detach()
+        aux = {}
+        if self.coverage and self.cov_loss_weight > 0:
+            aux["coverage"] = self.cov_loss_weight * coverage_loss(a, batch.tgt_out != PAD_ID)
+        att = {ATTENTION_NAME: a.unsqueeze(1)} if need_attention else {}   # (B, 1, T, S)
+        if extra is None and self.output_layers == 1:   # the loss fuses the output layer (kernels.LazyOutput)
+            return LazyOutput(self.drop(feats), self.output, att, aux)
+        log_probs, p_gen = self._distribution(feats, a, extra, enc)
+        return StepOutput(log_probs, aux_losses=aux, attention=att,
+                          extras={"p_gen": p_gen} if p_gen is not None else {})
+
+    def _decode_step_fast(self, state, prev):
+        y = self.drop(self.tgt_embed(self.feed(prev)))
+        with fp32_on_cpu(y.device):
+            f, hid, a, extra, src, K = self._step_fast(state, tuple(_float(h) for h in self._from_state(state)), y)
+        self.attention.weights = a.detach()
+        view = {**state, **src}
+        if "src_ext" in src:   # copy models: the mixture takes each source's K hypotheses side by side
+            N, B0 = f.size(0), src["src_ext"].size(0)
+            log_probs, p_gen = self._distribution(f.view(B0, K, -1), a.view(B0, K, -1), extra.view(B0, K, -1), view)
+            log_probs, p_gen = log_probs.reshape(N, -1), p_gen.reshape(N)
+        else:
+            log_probs, p_gen = self._distribution(f, a, extra, view)
+        new = {k: v for k, v in state.items() if k not in self.PER_HYPOTHESIS}
+        if "logits" in view:
+            new["logits"] = view["logits"]
+        new.update(self._to_state(hid), cov=state["cov"] + a)
+        if p_gen is not None:
+            new["p_gen"] = p_gen
+        return log_probs, new
+
     def decode_step(self, state, prev):
+        if "row" in state:
+            return self._decode_step_fast(state, prev)
         y = self.drop(self.tgt_embed(self.feed(prev)))
         f, hid, a, extra = self._step(state, self._from_state(state), y, state["cov"])
         log_probs, p_gen = self._distribution(f, a, extra, state)
@@ -345,6 +522,8 @@ class _Attentional(_Recurrent):
         return log_probs, new
 
     def attention_coverage(self, state):
+        if "row" in state and state["group"] != 1:
+            return state["cov"], state["mask"].index_select(0, state["row"])
         return state["cov"], state["mask"]
 
 

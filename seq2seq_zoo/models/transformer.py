@@ -11,45 +11,11 @@ from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
-from seq2seq_zoo.models.kernels import Dropout, fused_token_losses, log_softmax_fp32
+from seq2seq_zoo.models.kernels import Dropout, LazyOutput, log_softmax_fp32
 from seq2seq_zoo.models.layers import PE_KINDS, Embeddings, MultiHeadAttention, PositionalEncoding, padding_mask
 from seq2seq_zoo.registry import did_you_mean, register_model
 
 ACTIVATIONS = ("relu", "gelu")
-
-
-class TransformerOutput(StepOutput):
-    """A StepOutput whose ``log_probs`` are computed only when read (in the precision and grad mode of
-    the forward pass). The cross-entropy objective asks it for ``token_losses`` instead, which fuses
-    the output projection, log-softmax and label-smoothed loss and never holds (B, T, V) log-probs."""
-
-    def __init__(self, hidden: torch.Tensor, generator: nn.Linear, attention: dict):
-        self._hidden, self._generator = hidden, generator
-        dev = hidden.device.type
-        self._autocast = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
-        self._grad = torch.is_grad_enabled()
-        self._log_probs = None
-        super().__init__(log_probs=None, attention=attention)
-
-    @property
-    def log_probs(self) -> torch.Tensor:
-        if self._log_probs is None:
-            dev, enabled, dtype = self._autocast
-            with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
-                self._log_probs = log_softmax_fp32(self._generator(self._hidden))
-        return self._log_probs
-
-    @log_probs.setter
-    def log_probs(self, value):
-        if value is not None:
-            self._log_probs = value
-
-    def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
-        """(sum of training loss, sum of NLL, tokens), as ``base.token_losses(self.log_probs, ...)``."""
-        dev, enabled, dtype = self._autocast
-        with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
-            return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
-                                      label_smoothing, smooth_width)
 
 
 class FeedForward(nn.Module):
@@ -248,11 +214,11 @@ class Transformer(Seq2Seq):
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
         """log_probs = log_softmax(generator(decoder output)) (B, T, V), computed when read; the
-        objective takes the fused ``token_losses`` path (see ``TransformerOutput``)."""
+        objective takes the fused ``token_losses`` path (see ``kernels.LazyOutput``)."""
         src_mask = padding_mask(batch.src)
         memory, enc_att = self.encoder(batch.src, src_mask, need_attention)
         h, dec_att = self.decoder(self.feed(batch.tgt_in), memory, src_mask, need_attention)
-        return TransformerOutput(h, self.generator, attention={**enc_att, **dec_att} if need_attention else {})
+        return LazyOutput(h, self.generator, attention={**enc_att, **dec_att} if need_attention else {})
 
     def encode(self, batch):
         """Decoder state. The encoder output, source mask and cross-attention keys/values keep one row

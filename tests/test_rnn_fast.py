@@ -1,0 +1,169 @@
+"""The recurrent family's fast implementation (``impl = "fast"``, the default) against the previous,
+step-by-step one (``impl = "reference"``): the same loss, gradients and decodes up to float rounding,
+and gradient checks of its hand-written backward passes."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seq2seq_zoo.config import DecodeConfig
+from seq2seq_zoo.data.batching import Batch
+from seq2seq_zoo.data.vocab import PAD_ID
+from seq2seq_zoo.decode import beam_search, greedy
+from seq2seq_zoo.models.base import build_model
+from seq2seq_zoo.models.rnn_kernels import DeferredContext, additive_energy, run_encoder
+
+V, OOVS = 40, 2
+
+CASES = [("gru", {}), ("gru", {"layers": 2}), ("bahdanau", {}), ("bahdanau", {"coverage": True}),
+         ("bahdanau", {"layers": 2}), ("bilstm", {}), ("bilstm", {"coverage": True}), ("bilstm", {"layers": 2}),
+         ("bilstm", {"output_layers": 2}), ("pointer_generator", {}), ("pointer_generator", {"coverage": True}),
+         ("pointer_generator", {"variant": "bahdanau"}), ("pointer_generator", {"layers": 2})]
+
+
+def batch_with_padding(seed=0, B=3, S=9, T=6) -> Batch:
+    """Random sources with repeated words, source OOV words (extended ids) that targets copy, and
+    sources and targets of different lengths (padding at the end)."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, 12, (B, S), generator=g)       # a small range: words repeat within a source
+    src_ext = src.clone()
+    src[:, 1], src_ext[:, 1] = 1, V                       # an OOV word at position 1
+    src[0, 4], src_ext[0, 4] = 1, V + 1                   # and a second one in the first source
+    src_len = torch.tensor([S, S - 3, S - 5])[:B]
+    tgt = torch.randint(4, V, (B, T + 1), generator=g)
+    tgt[:, 2] = V                                           # copy the OOV word
+    tgt_len = torch.tensor([T + 1, T - 1, T - 2])[:B]
+    for b in range(B):
+        src[b, src_len[b]:] = PAD_ID
+        src_ext[b, src_len[b]:] = PAD_ID
+        tgt[b, tgt_len[b]:] = PAD_ID
+    tgt_in = tgt[:, :-1].masked_fill(tgt[:, :-1] >= V, 1)
+    return Batch(ids=[str(b) for b in range(B)], src=src, src_ext=src_ext, src_len=src_len, tgt_in=tgt_in,
+                 tgt_out=tgt[:, 1:], oovs=[["x", "y"]] * B, references=[[""]] * B, sources=[""] * B, n_oov=OOVS)
+
+
+def pair(name, opts, dtype=torch.float64, seed=0):
+    out = []
+    for impl in ("reference", "fast"):
+        torch.manual_seed(seed)
+        ctx = {"vocab_size": V, "max_src_len": 16, "max_tgt_len": 16}
+        out.append(build_model(name, ctx, dict(emb_dim=6, hidden=8, impl=impl, **opts)).to(dtype))
+    return out
+
+
+def loss_and_grads(model, batch):
+    model.zero_grad()
+    out = model(batch)
+    loss, _, _ = out.token_losses(batch.tgt_out, label_smoothing=0.1, smooth_width=V)
+    loss = loss + sum(out.aux_losses.values(), torch.zeros((), dtype=loss.dtype))
+    loss.backward()
+    return out, loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("name,opts", CASES)
+def test_fast_and_reference_give_the_same_loss_log_probs_and_gradients(name, opts):
+    batch = batch_with_padding()
+    ref, fast = pair(name, opts)
+    assert fast.state_dict().keys() == ref.state_dict().keys()   # checkpoints load into either
+    out_r, loss_r, g_r = loss_and_grads(ref, batch)
+    out_f, loss_f, g_f = loss_and_grads(fast, batch)
+    # the reference's energies pass through fp32 (``e.float()``): agreement is to fp32 rounding
+    torch.testing.assert_close(loss_f, loss_r, rtol=1e-6, atol=1e-6, check_dtype=False)
+    # columns the source cannot reach carry log-probs near -1e4 in both (see _mixture_at_source_words)
+    torch.testing.assert_close(out_f.log_probs.clamp_min(-1000), out_r.log_probs.clamp_min(-1000),
+                               rtol=1e-6, atol=1e-6)
+    assert g_f.keys() == g_r.keys()
+    for k in g_r:
+        torch.testing.assert_close(g_f[k], g_r[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
+@pytest.mark.parametrize("name,opts", CASES)
+def test_fast_and_reference_decode_the_same_greedy_and_beam_4(name, opts):
+    batch = batch_with_padding(seed=3)
+    ref, fast = (m.eval() for m in pair(name, opts, dtype=torch.float32, seed=1))
+    for cfg in (DecodeConfig(method="greedy", max_len=7),
+                DecodeConfig(method="beam", beam_size=4, max_len=7, min_len=2, coverage_penalty=0.2,
+                             repetition_penalty=1.2)):
+        with torch.no_grad():
+            run = greedy if cfg.method == "greedy" else beam_search
+            assert run(fast, batch, cfg) == run(ref, batch, cfg)
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "bilstm", "pointer_generator"])
+def test_decode_step_with_hypotheses_grouped_per_source_equals_copied_rows(name):
+    """The fast state keeps one encoder row per source; indexing it with arbitrary rows (``group`` 0)
+    and with K consecutive hypotheses per source gives the reference's log-probs."""
+    batch = batch_with_padding(seed=5)
+    ref, fast = (m.eval() for m in pair(name, {"coverage": True}, dtype=torch.float64))
+    with torch.no_grad():
+        for index in (torch.tensor([0, 0, 1, 1, 2, 2]), torch.tensor([2, 0, 1, 2])):
+            sr, sf = ref.reorder(ref.encode(batch), index), fast.reorder(fast.encode(batch), index)
+            prev = torch.full((index.numel(),), 2)
+            for _ in range(3):
+                lr, sr = ref.decode_step(sr, prev)
+                lf, sf = fast.decode_step(sf, prev)
+                sr.pop("logits", None)
+                sf.pop("logits", None)
+                torch.testing.assert_close(lf.clamp_min(-1000), lr.clamp_min(-1000), rtol=1e-6, atol=1e-6, check_dtype=False)
+                prev = lr.argmax(-1)
+            assert sf["group"] == (2 if index.numel() == 6 else 0)
+            cov_r, mask_r = ref.attention_coverage(sr)
+            cov_f, mask_f = fast.attention_coverage(sf)
+            torch.testing.assert_close(cov_f, cov_r, rtol=1e-6, atol=1e-7, check_dtype=False)
+            assert torch.equal(mask_f, mask_r)
+
+
+def test_padded_gru_encoder_equals_the_packed_run():
+    torch.manual_seed(0)
+    rnn = torch.nn.GRU(5, 7, batch_first=True).double()
+    x = torch.randn(3, 6, 5, dtype=torch.float64)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] + [0] * 5], dtype=torch.bool)
+    x = x * mask.unsqueeze(-1)
+    out, final = run_encoder(rnn, x, mask)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, mask.sum(1), batch_first=True, enforce_sorted=False)
+    ref_out, ref_final = rnn(packed)
+    ref_out, _ = torch.nn.utils.rnn.pad_packed_sequence(ref_out, batch_first=True, total_length=6)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(final, ref_final)
+
+
+def test_additive_energy_by_hand_and_gradcheck():
+    torch.manual_seed(0)
+    B, T, S, n = 2, 3, 4, 5
+    keys = torch.randn(B, S, n, dtype=torch.float64, requires_grad=True)
+    q = torch.randn(B, T, n, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(n, dtype=torch.float64, requires_grad=True)
+    cov = torch.rand(B, T, S, dtype=torch.float64, requires_grad=True)
+    w_c = torch.randn(n, dtype=torch.float64, requires_grad=True)
+    e = additive_energy(2 * keys, q, v, cov, w_c)
+    by_hand = torch.tanh(keys[:, None] + q[:, :, None] + cov[..., None] * w_c) @ v
+    torch.testing.assert_close(e, by_hand)
+    assert torch.autograd.gradcheck(lambda k, q, v, c, w: additive_energy(2 * k, q, v, c, w), (keys, q, v, cov, w_c))
+    assert torch.autograd.gradcheck(lambda k, q, v: additive_energy(2 * k, q, v), (keys, q[:, :1], v))
+
+
+def test_deferred_context_gradient_equals_the_per_step_one():
+    torch.manual_seed(0)
+    memory = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)
+    weights = [torch.rand(2, 5, dtype=torch.float64, requires_grad=True) for _ in range(4)]
+    w = torch.randn(3, dtype=torch.float64)
+
+    def loss(deferred: bool):
+        ctx = DeferredContext(memory * 1.0) if deferred else None
+        total = 0
+        h = torch.zeros(2, 3, dtype=torch.float64)
+        for a in weights:   # each context feeds the next step, as in the attention decoder
+            c = ctx(a) if deferred else torch.bmm(a.unsqueeze(1), memory * 1.0).squeeze(1)
+            h = torch.tanh(h + c)
+            total = total + (h * w).sum()
+        return total
+
+    grads = [torch.autograd.grad(loss(d), [memory, *weights]) for d in (False, True)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda m: DeferredContext(m)(weights[0].detach()).sum() * 1.0, (memory,))
+
+
+def test_impl_option_is_checked():
+    with pytest.raises(ValueError, match="impl"):
+        build_model("bilstm", {"vocab_size": V}, {"impl": "fastest"})

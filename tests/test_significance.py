@@ -115,19 +115,28 @@ def _fake_seeds(exp, name: str, shift) -> None:
         (d / "scores.jsonl").write_text("\n".join([lines[0]] + [json.dumps(r) for r in rows]) + "\n")
 
 
-def test_seed_rows_aggregate_and_findings(tmp_path, dialogsum_dir):
+def _lead_experiment(tmp_path, dialogsum_dir):
+    """The EXP file run for real (its lead row), in tmp_path/res/sig."""
     f = tmp_path / "e.toml"
     f.write_text(EXP.format(data=dialogsum_dir), encoding="utf-8")
     res = tmp_path / "res"
     assert main(["run", str(f), "--results", str(res), "--no-progress"]) == 0
-    exp = res / "sig"
+    return res / "sig"
+
+
+def _declare(exp, findings) -> None:
+    """The findings as `zoo run` stores them for a file that declares them (its runs are faked here)."""
+    meta = json.loads((exp / "experiment.json").read_text())
+    meta["findings"] = [f.to_dict() for f in findings]
+    (exp / "experiment.json").write_text(json.dumps(meta))
+
+
+def test_seed_rows_aggregate_and_findings(tmp_path, dialogsum_dir):
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
     _fake_seeds(exp, "sys", lambda s: 5.0 + s)      # 6, 7, 8 above the lead on every example
     _fake_seeds(exp, "sys2", lambda s: 0.0)         # the lead itself three times
-    # the findings as `zoo run` stores them for a file that declares them (its runs are faked here)
-    meta = json.loads((exp / "experiment.json").read_text())
-    meta["findings"] = [Finding(c, c.split()[0], "lead", ">", "rouge1", source="made up").to_dict()
-                        for c in ("sys > lead", "sys2 > lead")]
-    (exp / "experiment.json").write_text(json.dumps(meta))
+    _declare(exp, [Finding(c, c.split()[0], "lead", ">", "rouge1", source="made up")
+                   for c in ("sys > lead", "sys2 > lead")])
     build_report(exp)
     # table.csv: one row per seed; table.md: their mean ± sd, with a CI
     with open(exp / "table.csv") as fh:
@@ -154,11 +163,7 @@ def test_seed_rows_aggregate_and_findings(tmp_path, dialogsum_dir):
 
 def test_init_finding_pairs_each_seed_with_its_own_start(tmp_path, dialogsum_dir):
     """"ft > ft@init": seed s of the fine-tuned run is compared with seed s of the run it started from."""
-    f = tmp_path / "e.toml"
-    f.write_text(EXP.format(data=dialogsum_dir), encoding="utf-8")
-    res = tmp_path / "res"
-    assert main(["run", str(f), "--results", str(res), "--no-progress"]) == 0
-    exp = res / "sig"
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
     _fake_seeds(exp, "base", lambda s: 10.0 * s)     # parents: 10, 20, 30 above the lead
     _fake_seeds(exp, "ft", lambda s: 10.0 * s + 1)   # each seed 1 above its own parent
     for seed in (1, 2, 3):
@@ -166,9 +171,7 @@ def test_init_finding_pairs_each_seed_with_its_own_start(tmp_path, dialogsum_dir
         rec = json.loads(rec_f.read_text())
         rec["init_from"] = {"checkpoint": str(exp / f"base-seed{seed}" / "checkpoints" / "best.pt")}
         rec_f.write_text(json.dumps(rec))
-    meta = json.loads((exp / "experiment.json").read_text())
-    meta["findings"] = [Finding("ft > ft@init", "ft", "ft@init", ">", "rouge1", source="made up").to_dict()]
-    (exp / "experiment.json").write_text(json.dumps(meta))
+    _declare(exp, [Finding("ft > ft@init", "ft", "ft@init", ">", "rouge1", source="made up")])
     build_report(exp)
     j = json.loads((exp / "findings.json").read_text())[0]
     # paired per seed the gap is exactly 1 on every example (3 examples x 3 seeds); against seed 1's parent
@@ -178,11 +181,8 @@ def test_init_finding_pairs_each_seed_with_its_own_start(tmp_path, dialogsum_dir
 
 
 def test_report_scores_old_records_from_predictions(tmp_path, dialogsum_dir):
-    f = tmp_path / "e.toml"
-    f.write_text(EXP.format(data=dialogsum_dir), encoding="utf-8")
-    res = tmp_path / "res"
-    assert main(["run", str(f), "--results", str(res), "--no-progress"]) == 0
-    run = res / "sig" / "lead"
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
+    res, run = exp.parent, exp / "lead"
     before = (run / "scores.jsonl").read_text().splitlines()[1:]
     (run / "scores.jsonl").unlink()                      # a record made before per-example scores
     assert main(["report", "--results", str(res)]) == 0

@@ -89,10 +89,12 @@ class Plan:
     scaling_steps: int = 16       # sampled updates per dataset fraction
     beam_sizes: tuple[int, ...] = (1, 2, 4, 8)
     compile: bool = False         # also time our Transformer's training step under torch.compile
+    rnn_iters: int = 2            # timed rounds per recurrent model, implementation and precision
+    eval_examples: int = 1000     # examples scored in the evaluation-cost stage (0: skip the stage)
 
 
 FULL_PLAN = Plan()
-QUICK_PLAN = Plan(warmup=1, iters=2, decode_iters=2, matmul_iters=4, scaling_steps=6)
+QUICK_PLAN = Plan(warmup=1, iters=2, decode_iters=2, matmul_iters=4, scaling_steps=6, rnn_iters=1, eval_examples=200)
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -241,14 +243,15 @@ def our_transformer(shape: Shape, device: torch.device, seed: int = 0):
     return build_model("transformer", context(shape), opts).to(device), opts
 
 
-def our_model(name: str, shape: Shape, device: torch.device, seed: int = 0):
+def our_model(name: str, shape: Shape, device: torch.device, seed: int = 0, **extra):
     """A registered model at the bench shape: the Transformer with the paper's sizes, the recurrent
-    models with rnn_progression's (emb_dim, hidden, dropout); options a model does not take are left out."""
+    models with rnn_progression's (emb_dim, hidden, dropout); options a model does not take are left
+    out. ``extra``: further options (e.g. ``impl``)."""
     if name == "transformer":
         return our_transformer(shape, device, seed)
     from seq2seq_zoo.registry import model_options
     known = model_options(name)
-    want = dict(emb_dim=shape.rnn_emb, hidden=shape.rnn_hidden, dropout=shape.dropout)
+    want = dict(emb_dim=shape.rnn_emb, hidden=shape.rnn_hidden, dropout=shape.dropout, **extra)
     opts = {k: v for k, v in want.items() if k in known}
     torch.manual_seed(seed)
     return build_model(name, context(shape), opts).to(device), opts
@@ -596,6 +599,85 @@ def measure_compile(shape: Shape, device: torch.device, dtype, plan: Plan,
             "speedup": e / c, "pays_after_steps": pays, "times": times}
 
 
+def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan, peaks: dict[str, float],
+                      batch: Batch, dbatch: Batch, precisions, default_dtype,
+                      progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """One recurrent model, its fast implementation (the default) against ``impl = "reference"`` (the
+    previous one), timed interleaved in the same process: training in each precision, then beam
+    decoding in the default precision. A reference that cannot run a precision here (CPU autocast sends
+    the LSTM to oneDNN's bf16 RNN primitive, which CPUs without AMX lack) is reported as such."""
+    fast, opts = our_model(name, shape, device)
+    ref, _ = our_model(name, shape, device, impl="reference")
+    out: dict[str, Any] = {"options": opts, "params": count_parameters(fast)["total"], "training": {}}
+    rplan = replace(plan, iters=plan.rnn_iters)
+    fp = flop_params(fast)
+    for dt in precisions:
+        p = precision_name(dt)
+        trainers = {"fast": Trainer(fast, batch, device, dt), "reference": Trainer(ref, batch, device, dt)}
+        row: dict[str, Any] = {}
+        try:
+            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None)
+        except RuntimeError as e:
+            row["reference_error"] = str(e).splitlines()[0][:200]
+            del trainers["reference"]
+            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None)
+        row.update(figs)
+        if "reference" in figs:
+            row["speedup"] = figs["reference"]["step_s"] / figs["fast"]["step_s"]
+        out["training"][p] = row
+        progress(f"    {name} {p}: fast {figs['fast']['tokens_per_s']:.0f} tok/s"
+                 + (f", reference {figs['reference']['tokens_per_s']:.0f} tok/s ({row['speedup']:.2f}x)"
+                    if "speedup" in row else f"; reference failed: {row['reference_error'][:80]}"))
+        del trainers
+    decoders = {"fast": OurDecoder(fast, dbatch, device, default_dtype, shape.beams, shape.dec_len),
+                "reference": OurDecoder(ref, dbatch, device, default_dtype, shape.beams, shape.dec_len)}
+    try:
+        dec = measure_decoding(decoders, replace(plan, decode_iters=max(1, plan.rnn_iters)), lambda s: None)
+        dec["speedup"] = dec["reference"]["seconds"] / dec["fast"]["seconds"]
+        progress(f"    {name} beam-{shape.beams} decoding ({precision_name(default_dtype)}): fast "
+                 f"{dec['fast']['tokens_per_s']:.0f} tok/s, reference {dec['reference']['tokens_per_s']:.0f} tok/s "
+                 f"({dec['speedup']:.2f}x)")
+    except RuntimeError as e:
+        dec = {"error": str(e).splitlines()[0][:200]}
+    out["decoding"] = dec
+    return out
+
+
+def synthetic_summaries(n: int, seed: int = 0) -> tuple[list[str], list[list[str]]]:
+    """``n`` (prediction, [reference]) pairs of 20-40 English words, the length of a DialogSum summary."""
+    words = ("the a person one two said asked would meeting tomorrow office friend dinner doctor phone "
+             "because about after before with they we you he she will wants needs tells agrees plans "
+             "house car work school money time help job party weekend").split()
+    g = np.random.default_rng(seed)
+
+    def sent():
+        return " ".join(g.choice(words, size=int(g.integers(20, 41)))) + " ."
+    preds = [sent() for _ in range(n)]
+    return preds, [[sent()] for _ in range(n)]
+
+
+def measure_eval_cost(n: int, device: torch.device, progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Seconds to score ``n`` summaries with each metric of the suite's reports (ROUGE 1/2/L/Lsum with
+    the stemmer; BERTScore with its default backbone, all-MiniLM-L6-v2), and peak memory."""
+    from seq2seq_zoo.registry import METRICS
+    preds, refs = synthetic_summaries(n)
+    out: dict[str, Any] = {"examples": n, "words_per_summary": "20-40"}
+    for name, kw in (("rouge", {}), ("bertscore", {"device": device.type})):
+        try:
+            METRICS.get(name)(preds[:8], refs[:8], **kw)           # load the model / tokenizers once
+            with PeakMemory(torch.device("cpu")) as mem:
+                t0 = time.perf_counter()
+                _, settings = METRICS.get(name)(preds, refs, **kw)
+                sec = time.perf_counter() - t0
+            out[name] = {"seconds": sec, "examples_per_s": n / sec, "peak_mem_mb": mem.peak_mb,
+                         "backbone": settings.get("model") or settings.get("backbone")}
+            progress(f"    {name}: {sec:.1f}s for {n} examples ({n / sec:.0f}/s)")
+        except Exception as e:  # noqa: BLE001 - a missing backbone must not stop the bench
+            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+            progress(f"    {name}: not measured ({out[name]['error']})")
+    return out
+
+
 def _warm_process(device: torch.device) -> None:
     """One tiny update of each kind first, so that one-time library set-up (thread pools, kernel
     caches) is not charged to the first stage's time and memory."""
@@ -614,7 +696,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     res: dict[str, Any] = {"device": str(device), "beams": shape.beams, "notes": []}
     default_dtype = autocast_dtype("auto", device)
     res["default_precision"] = precision_name(default_dtype)
-    stages = 6 + bool(scaling) + bool(plan.compile)
+    stages = 6 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples)
     k = 0
     _warm_process(device)
 
@@ -683,9 +765,12 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
                                            plan.decode_iters, progress)
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
-    # the other models, default precision
-    t = stage("training, other models (default precision)")
+    # the recurrent family: the fast implementation against the reference one, in the same run
+    rnn_precisions = [None, torch.bfloat16] if device.type == "cpu" else [None, default_dtype]
+    t = stage("recurrent models: fast implementation against impl = \"reference\" (training "
+              f"{'/'.join(precision_name(d) for d in rnn_precisions)}, beam-{shape.beams} decoding)")
     others: dict[str, dict] = {}
+    recurrent: dict[str, dict] = {}
     for name in RNN_MODELS:
         if name not in MODELS:
             note = f"model '{name}' is not registered: skipped"
@@ -693,22 +778,25 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
             progress(f"    note: {note}")
             continue
         try:
-            model, opts = our_model(name, shape, device)
+            rec = measure_recurrent(name, shape, device, plan, peaks, batch, dbatch, rnn_precisions, default_dtype,
+                                    progress)
         except Exception as e:  # noqa: BLE001 - a model under construction must not stop the bench
-            note = f"model '{name}' could not be built at the bench shape ({type(e).__name__}: {e}): skipped"
+            note = f"model '{name}' could not be measured at the bench shape ({type(e).__name__}: {e}): skipped"
             res["notes"].append(note)
             progress(f"    note: {note}")
             continue
-        tr = Trainer(model, batch, device, default_dtype)
-        fig = measure_training({name: tr}, plan, {name: flop_params(model)}, peaks, lambda s: None)[name]
-        fig["options"] = opts
-        fig["params"] = count_parameters(model)["total"]
+        recurrent[name] = rec
+        fig = dict(rec["training"][precision_name(default_dtype)]["fast"])
+        fig["options"], fig["params"] = rec["options"], rec["params"]
         others[name] = fig
-        progress(f"    {name}: {fig['tokens_per_s']:.0f} tok/s, {fig['model_gflops']:.0f} GFLOP/s, "
-                 f"peak +{fig['peak_mem_mb']:.0f} MB")
-        del model, tr
     res["other_models"] = others
+    res["recurrent"] = recurrent
     progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    if plan.eval_examples:
+        t = stage(f"evaluation cost: scoring {plan.eval_examples:,} summaries (ROUGE, BERTScore)")
+        res["eval_cost"] = measure_eval_cost(plan.eval_examples, device, progress)
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     if scaling:
         t = stage("epoch time against training-set size (pe_ablation CPU profile, DialogSum)")
@@ -856,6 +944,8 @@ def markdown(report: dict[str, Any]) -> str:
         b1 = dev["decode_vs_beam"][0]["seconds"]
         for r in dev["decode_vs_beam"]:
             L.append(f"| {r['beam_size']} | {r['seconds']:.2f} | {_fmt(r['tokens_per_s'])} | {r['seconds'] / b1:.2f} |")
+        L += recurrent_markdown(dev, s)
+        L += eval_cost_markdown(dev.get("eval_cost"))
         sc = dev.get("scaling")
         if sc:
             L += ["", f"### Epoch time against training-set size ({sc['experiment']} `{sc['profile']}` profile, run "
@@ -881,6 +971,50 @@ def markdown(report: dict[str, Any]) -> str:
             L += ["", "Notes:"] + [f"- {n}" for n in dev["notes"]]
     L += ["", "Figures: `bench.json` beside this file (every timed iteration included). Re-run: `zoo bench`."]
     return "\n".join(L) + "\n"
+
+
+def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:
+    """The recurrent family's table: each model's fast implementation against ``impl = "reference"``,
+    timed interleaved in this run."""
+    rec = dev.get("recurrent")
+    if not rec:
+        return []
+    L = ["", "### Recurrent family: fast implementation against the previous one (`impl = \"reference\"`)", "",
+         f"Same run, interleaved, same batch (training: {shape['batch']} x source {shape['src_len']} x target "
+         f"{shape['tgt_len']}; decoding: beam {shape['beams']}, {shape['dec_sources']} sources x {shape['dec_len']} "
+         f"tokens, {dev['default_precision']}). Speed-up = reference time / fast time.", "",
+         "| model | params | precision | fast tok/s | reference tok/s | speed-up | fast peak memory (MB) "
+         "| reference peak memory (MB) |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in rec.items():
+        for p, row in r["training"].items():
+            f, ref = row["fast"], row.get("reference")
+            L.append(f"| {name} | {r['params']:,} | {p} training | {_fmt(f['tokens_per_s'])} | "
+                     + (f"{_fmt(ref['tokens_per_s'])} | **{row['speedup']:.2f}x** | " if ref else
+                        f"fails here ({row.get('reference_error', '')[:60]}) | — | ")
+                     + f"{_fmt(f.get('peak_mem_mb'))} | {_fmt(ref.get('peak_mem_mb')) if ref else '—'} |")
+        d = r.get("decoding", {})
+        if "fast" in d:
+            L.append(f"| {name} | {r['params']:,} | {d['fast']['precision']} beam-{shape['beams']} decoding | "
+                     f"{_fmt(d['fast']['tokens_per_s'])} | {_fmt(d['reference']['tokens_per_s'])} | "
+                     f"**{d['speedup']:.2f}x** | {_fmt(d['fast'].get('peak_mem_mb'))} | "
+                     f"{_fmt(d['reference'].get('peak_mem_mb'))} |")
+    return L
+
+
+def eval_cost_markdown(ec: dict[str, Any] | None) -> list[str]:
+    if not ec:
+        return []
+    L = ["", f"### Evaluation cost: scoring {ec['examples']:,} summaries ({ec['words_per_summary']} words each, "
+         "one reference)", "", "| metric | seconds | summaries/s | peak memory (MB) |", "|---|---|---|---|"]
+    for name in ("rouge", "bertscore"):
+        m = ec.get(name, {})
+        label = {"rouge": "ROUGE-1/2/L/Lsum (rouge-score, stemmer)",
+                 "bertscore": f"BERTScore ({m.get('backbone') or 'default backbone'})"}[name]
+        if "error" in m:
+            L.append(f"| {label} | not measured: {m['error']} | | |")
+        else:
+            L.append(f"| {label} | {m['seconds']:.1f} | {_fmt(m['examples_per_s'])} | {_fmt(m.get('peak_mem_mb'))} |")
+    return L
 
 
 def cpu_bf16_isa() -> str:

@@ -19,7 +19,7 @@ from seq2seq_zoo.train.objectives import token_losses
 
 CPU = torch.device("cpu")
 TINY_PLAN = bench.Plan(warmup=1, iters=1, decode_iters=1, matmul_n=32, matmul_iters=1, scaling_steps=2,
-                       beam_sizes=(1, 2))
+                       beam_sizes=(1, 2), rnn_iters=1, eval_examples=6)
 
 
 def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
@@ -36,6 +36,18 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
         assert fig["src_tgt_tokens_per_s"] > fig["tokens_per_s"]
         assert "peak_mem_mb" in fig and fig["process_max_rss_mb"] > 0
     assert {"gru", "bahdanau", "bilstm"} <= set(dev["other_models"])
+    # the recurrent family: the fast implementation against the reference one, per precision, and decoding
+    for name in ("gru", "bahdanau", "bilstm", "pointer_generator"):
+        rec = dev["recurrent"][name]
+        assert rec["params"] > 0 and set(rec["training"]) == {"fp32", "bf16"}
+        fp32 = rec["training"]["fp32"]
+        assert fp32["fast"]["tokens_per_s"] > 0 and fp32["reference"]["tokens_per_s"] > 0
+        assert fp32["speedup"] == pytest.approx(fp32["reference"]["step_s"] / fp32["fast"]["step_s"])
+        dec = rec["decoding"]
+        assert dec["speedup"] == pytest.approx(dec["reference"]["seconds"] / dec["fast"]["seconds"])
+    ec = dev["eval_cost"]
+    assert ec["examples"] == 6 and ec["rouge"]["seconds"] > 0
+    assert "seconds" in ec["bertscore"] or "error" in ec["bertscore"]
     for fig in dev["decoding"].values():
         assert fig["tokens"] == bench.TINY.dec_sources * bench.TINY.dec_len and fig["tokens_per_s"] > 0
     assert [r["beam_size"] for r in dev["decode_vs_beam"]] == [1, 2]
@@ -47,6 +59,7 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
             assert t["status"].startswith("met (" if t["met"] else "MISSED by ")
     md = (tmp_path / "bench" / "README.md").read_text()
     assert "| our Transformer | bf16 |" in md and "Hardware:" in md and "6 × params × tokens" in md
+    assert "### Recurrent family" in md and "| bahdanau |" in md and "### Evaluation cost" in md
 
 
 def test_flops_estimate_counts_matmul_params_per_stack():

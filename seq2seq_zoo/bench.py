@@ -766,7 +766,15 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     # the recurrent family: the fast implementation against the reference one, in the same run
-    rnn_precisions = [None, torch.bfloat16] if device.type == "cpu" else [None, default_dtype]
+    from seq2seq_zoo.utils import cpu_has_fast_bf16
+    if device.type != "cpu":
+        rnn_precisions = [None, default_dtype]
+    elif cpu_has_fast_bf16():
+        rnn_precisions = [None, torch.bfloat16]
+    else:   # emulated bf16 matmuls run ~10x slower than fp32: the reference would take minutes a step
+        rnn_precisions = [None]
+        res["notes"].append("recurrent models timed in fp32 only: this CPU has no bf16 matmul instructions "
+                            "(no AVX512-BF16 or AMX), so bf16 runs emulated, ~10x slower than fp32")
     t = stage("recurrent models: fast implementation against impl = \"reference\" (training "
               f"{'/'.join(precision_name(d) for d in rnn_precisions)}, beam-{shape.beams} decoding)")
     others: dict[str, dict] = {}

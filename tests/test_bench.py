@@ -39,7 +39,9 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
     # the recurrent family: the fast implementation against the reference one, per precision, and decoding
     for name in ("gru", "bahdanau", "bilstm", "pointer_generator"):
         rec = dev["recurrent"][name]
-        assert rec["params"] > 0 and set(rec["training"]) == {"fp32", "bf16"}
+        assert rec["params"] > 0 and "fp32" in rec["training"]
+        from seq2seq_zoo.utils import cpu_has_fast_bf16
+        assert ("bf16" in rec["training"]) == cpu_has_fast_bf16()
         fp32 = rec["training"]["fp32"]
         assert fp32["fast"]["tokens_per_s"] > 0 and fp32["reference"]["tokens_per_s"] > 0
         assert fp32["speedup"] == pytest.approx(fp32["reference"]["step_s"] / fp32["fast"]["step_s"])

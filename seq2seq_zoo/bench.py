@@ -290,9 +290,10 @@ def flop_params(model) -> dict[str, int]:
     """Parameters that take part in a matmul per token, per stack: {encoder, decoder, output}.
 
     Ours: the model's components() (embedding tables skipped, a tied output projection counted as
-    output). HF BART: its encoder/decoder linear layers and lm_head. Only weights and biases of linear
+    output). HF BART: its encoder/decoder linear layers and lm_head; eole: its encoder, decoder and
+    generator. Only weights and biases of linear
     and recurrent layers count (embedding lookups and positional tables are not matmuls)."""
-    matmul_mods = (torch.nn.Linear, torch.nn.RNNBase)
+    matmul_mods = (torch.nn.Linear, torch.nn.RNNBase, torch.nn.RNNCellBase)
     owner: dict[int, bool] = {}
     for m in model.modules():
         if isinstance(m, matmul_mods):
@@ -306,10 +307,12 @@ def flop_params(model) -> dict[str, int]:
             key = comp if comp in out else "decoder"
             out[key] += sum(p.numel() for p in params if owner.get(id(p)))
         return out
-    inner = model.model  # HF BART
-
     def count(mod):
         return sum(p.numel() for m in mod.modules() if isinstance(m, matmul_mods) for p in m.parameters(recurse=False))
+
+    if not hasattr(model, "model"):   # eole: encoder, decoder, generator
+        return {"encoder": count(model.encoder), "decoder": count(model.decoder), "output": count(model.generator)}
+    inner = model.model  # HF BART
 
     return {"encoder": count(inner.encoder), "decoder": count(inner.decoder), "output": count(model.lm_head)}
 
@@ -643,6 +646,143 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
     return out
 
 
+# ------------------------------------------------------------------------------------- the eole peer
+EOLE_VERSION = "0.6.4"
+# our model -> (eole architecture, what eole builds at the closest shape it can)
+EOLE_PAIRS = {
+    "transformer": ("transformer", "Transformer: the same d_model, d_ff, heads and layers; sinusoidal positions"),
+    "bahdanau": ("gru_mlp", "GRU encoder + input-feeding GRU decoder with MLP (additive) attention, hidden {n}: "
+                 "its decoder reads [E y; attentional h~] ({m} + {n}) where ours reads [E y; c], and its output "
+                 "layer reads the {n}-wide attentional state where ours reads [s; E y; c] ({w_gru})"),
+    "bilstm": ("brnn_lstm_mlp", "brnn encoder (2 x {half}: eole splits the hidden size over the directions; ours "
+               "2 x {n}) + input-feeding LSTM decoder of our decoder width {n} with MLP attention; output layer "
+               "from {n} (ours from [s; E y; c], {w_lstm})"),
+}
+
+
+def eole_available() -> str | None:
+    """None if eole's models can be built here, else why not."""
+    try:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import eole  # noqa: F401
+            import pyonmttok  # noqa: F401
+            from eole.models.model import get_model_class  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure means: no peer
+        return f"eole not importable ({type(e).__name__}: {e}); pip install --no-deps eole=={EOLE_VERSION} pyonmttok"
+    return None
+
+
+def eole_model(kind: str, shape: Shape, device: torch.device, seed: int = 0):
+    """eole's model of ``kind`` (see EOLE_PAIRS), randomly initialised, at the bench shape; eole's own
+    vocabulary order puts <unk> at 0 and <pad> at 1 (``EoleTrainer`` swaps our two ids)."""
+    import warnings
+    from collections import Counter
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pyonmttok
+        from eole.config.data import Dataset
+        from eole.config.models import RnnModelConfig, TransformerModelConfig
+        from eole.config.run import TrainConfig
+        from eole.constants import DefaultTokens
+        from eole.models.model import get_model_class
+        specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+        vocab = pyonmttok.build_vocab_from_tokens(Counter({f"w{i}": 1 for i in range(shape.vocab - 4)}),
+                                                  maximum_size=0, minimum_frequency=1, special_tokens=specials)
+        vocabs = {"src": vocab, "tgt": vocab, "specials": {"bos_token": DefaultTokens.BOS, "pad_token": DefaultTokens.PAD,
+                                                           "eos_token": DefaultTokens.EOS,
+                                                           "unk_token": DefaultTokens.UNK}}
+        if kind == "transformer":
+            mc = TransformerModelConfig(embeddings={"word_vec_size": shape.d_model,
+                                                    "position_encoding_type": "SinusoidalInterleaved"},
+                                        hidden_size=shape.d_model, transformer_ff=shape.d_ff, heads=shape.heads,
+                                        layers=shape.layers)
+        else:
+            rnn = "GRU" if kind == "gru_mlp" else "LSTM"
+            mc = RnnModelConfig(embeddings={"word_vec_size": shape.rnn_emb}, hidden_size=shape.rnn_hidden, layers=1,
+                                rnn_type=rnn, decoder={"global_attention": "mlp"})
+            if kind == "brnn_lstm_mlp":   # RnnModelConfig resets encoder_type to "rnn" when it validates
+                mc.encoder.encoder_type = "brnn"
+                mc.decoder.bidirectional_encoder = True
+        cfg = TrainConfig(data={"bench": Dataset(path_src="-")}, src_vocab="bench", share_vocab=True, model=mc)
+        cfg.training.self_attn_backend = "pytorch"
+        cfg.training.dropout = [shape.dropout]
+        torch.manual_seed(seed)
+        model = get_model_class(cfg.model).build(cfg.model, vocabs, cfg.training)
+    return model.to(device)
+
+
+class EoleTrainer:
+    """One full update of an eole model on the bench batch: its forward (``model(src, tgt, src_len)``)
+    and generator under autocast, cross-entropy (label smoothing 0.1 as ours, padding ignored), backward,
+    gradient clipping, Adam step."""
+
+    def __init__(self, model, batch: Batch, device: torch.device, dtype, clip_norm: float = 1.0):
+        self.model, self.device, self.dtype, self.kind, self.clip = model.train(), device, dtype, "eole", clip_norm
+        b = batch.to(device)
+
+        def swap(x):   # our <pad> 0 / <unk> 1 -> eole's <unk> 0 / <pad> 1
+            return torch.where(x == 0, 1, torch.where(x == 1, 0, x))
+        self.src = swap(b.src)
+        self.tgt = swap(torch.cat([b.tgt_in, b.tgt_out[:, -1:]], 1))     # <bos> y_1 .. y_n <eos>
+        self.labels = self.tgt[:, 1:].masked_fill(self.tgt[:, 1:] >= model.generator.out_features, 0)
+        self.src_len = (b.src != PAD_ID).sum(1)
+        self.params = list(model.parameters())
+        self.opt = torch.optim.Adam(self.params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.src_tokens, self.tgt_tokens = source_tokens(batch), target_tokens(batch)
+
+    def __call__(self):
+        import torch.nn.functional as F
+        with autocast(self.device, self.dtype):
+            out = self.model(self.src, self.tgt, self.src_len)
+            dec_out = out.dec_out if hasattr(out, "dec_out") else out[0]
+            logits = self.model.generator(dec_out)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), self.labels.reshape(-1),
+                                   ignore_index=1, label_smoothing=0.1)
+        loss.backward()
+        if self.clip:
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss
+
+
+def measure_eole(shape: Shape, device: torch.device, plan: Plan, peaks: dict[str, float], batch: Batch,
+                 dtype, progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Training tokens/s of ours against eole's closest model, per pair of EOLE_PAIRS, interleaved in
+    ``dtype``; parameter counts and the shape difference beside each ratio."""
+    out: dict[str, Any] = {"version": None, "precision": precision_name(dtype), "pairs": {}}
+    try:
+        import importlib.metadata as md
+        out["version"] = md.version("eole")
+    except Exception:  # noqa: BLE001
+        pass
+    for ours_name, (kind, difference) in EOLE_PAIRS.items():
+        try:
+            ours, _ = our_model(ours_name, shape, device)
+            peer = eole_model(kind, shape, device)
+            trainers = {"ours": Trainer(ours, batch, device, dtype), "eole": EoleTrainer(peer, batch, device, dtype)}
+            fps = {"ours": flop_params(ours), "eole": flop_params(peer)}
+            it = plan.iters if ours_name == "transformer" else plan.rnn_iters
+            figs = measure_training(trainers, replace(plan, iters=it), fps, peaks, lambda s: None)
+        except Exception as e:  # noqa: BLE001 - a peer that cannot be built here must not stop the bench
+            out["pairs"][ours_name] = {"eole_model": kind, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+            progress(f"    {ours_name} vs eole {kind}: not measured ({out['pairs'][ours_name]['error']})")
+            continue
+        ratio = figs["ours"]["tokens_per_s"] / figs["eole"]["tokens_per_s"]
+        n, m = shape.rnn_hidden, shape.rnn_emb
+        difference = difference.format(n=n, m=m, half=n // 2, w_gru=2 * n + m, w_lstm=3 * n + m)
+        out["pairs"][ours_name] = {"eole_model": kind, "difference": difference, "ratio": ratio,
+                                   "ours_params": count_parameters(ours)["total"],
+                                   "eole_params": sum(p.numel() for p in peer.parameters() if p.requires_grad),
+                                   "ours": figs["ours"], "eole": figs["eole"]}
+        progress(f"    {ours_name} {figs['ours']['tokens_per_s']:.0f} tok/s vs eole {kind} "
+                 f"{figs['eole']['tokens_per_s']:.0f} tok/s: {ratio:.2f}x")
+        del trainers, ours, peer
+    return out
+
+
 def synthetic_summaries(n: int, seed: int = 0) -> tuple[list[str], list[list[str]]]:
     """``n`` (prediction, [reference]) pairs of 20-40 English words, the length of a DialogSum summary."""
     words = ("the a person one two said asked would meeting tomorrow office friend dinner doctor phone "
@@ -696,7 +836,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     res: dict[str, Any] = {"device": str(device), "beams": shape.beams, "notes": []}
     default_dtype = autocast_dtype("auto", device)
     res["default_precision"] = precision_name(default_dtype)
-    stages = 6 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples)
+    stages = 7 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples)
     k = 0
     _warm_process(device)
 
@@ -799,6 +939,15 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
         others[name] = fig
     res["other_models"] = others
     res["recurrent"] = recurrent
+    progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    t = stage(f"eole {EOLE_VERSION} as a second peer: training, {res['default_precision']}")
+    no_eole = eole_available()
+    if no_eole:
+        res["notes"].append(f"eole peer skipped: {no_eole}")
+        progress(f"    note: {res['notes'][-1]}")
+    else:
+        res["eole"] = measure_eole(shape, device, plan, peaks, batch, default_dtype, progress)
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     if plan.eval_examples:
@@ -953,6 +1102,7 @@ def markdown(report: dict[str, Any]) -> str:
         for r in dev["decode_vs_beam"]:
             L.append(f"| {r['beam_size']} | {r['seconds']:.2f} | {_fmt(r['tokens_per_s'])} | {r['seconds'] / b1:.2f} |")
         L += recurrent_markdown(dev, s)
+        L += eole_markdown(dev.get("eole"))
         L += eval_cost_markdown(dev.get("eval_cost"))
         sc = dev.get("scaling")
         if sc:
@@ -1006,6 +1156,22 @@ def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:
                      f"{_fmt(d['fast']['tokens_per_s'])} | {_fmt(d['reference']['tokens_per_s'])} | "
                      f"**{d['speedup']:.2f}x** | {_fmt(d['fast'].get('peak_mem_mb'))} | "
                      f"{_fmt(d['reference'].get('peak_mem_mb'))} |")
+    return L
+
+
+def eole_markdown(eo: dict[str, Any] | None) -> list[str]:
+    if not eo:
+        return []
+    L = ["", f"### Second peer: eole {eo.get('version') or ''} (training, {eo['precision']}, interleaved)", "",
+         "| ours | eole model | ours tok/s | eole tok/s | ours / eole | params ours / eole | shape difference |",
+         "|---|---|---|---|---|---|---|"]
+    for name, p in eo["pairs"].items():
+        if "error" in p:
+            L.append(f"| {name} | {p['eole_model']} | — | — | not measured: {p['error'][:80]} | | |")
+            continue
+        L.append(f"| {name} | {p['eole_model']} | {_fmt(p['ours']['tokens_per_s'])} | {_fmt(p['eole']['tokens_per_s'])} "
+                 f"| **{p['ratio']:.2f}x** | {p['ours_params']:,} / {p['eole_params']:,} | "
+                 f"{p['difference']} |")
     return L
 
 

@@ -254,3 +254,17 @@ def test_beam_search_with_one_row_per_source_equals_expanded_state():
     assert fast == slow
     assert fast_scores == pytest.approx(slow_scores, abs=1e-4)
     assert all(math.isfinite(s) for s in fast_scores)
+
+
+@pytest.mark.skipif(bench.eole_available() is not None, reason="eole not installed (the optional second peer)")
+def test_eole_peer_pairs_at_tiny_shapes():
+    batch = bench.shaped_batch(bench.TINY, bench.TINY.batch, seed=1)
+    res = bench.measure_eole(bench.TINY, CPU, TINY_PLAN, {"bf16": 1.0, "fp32": 1.0}, batch, None, lambda s: None)
+    assert set(res["pairs"]) == {"transformer", "bahdanau", "bilstm"}
+    for name, p in res["pairs"].items():
+        assert "error" not in p, p.get("error")
+        assert p["ratio"] == pytest.approx(p["ours"]["tokens_per_s"] / p["eole"]["tokens_per_s"])
+        assert p["ours_params"] > 0 and p["eole_params"] > 0 and p["difference"]
+        assert sum(bench.flop_params(bench.eole_model(p["eole_model"], bench.TINY, CPU)).values()) > 0
+    md = "\n".join(bench.eole_markdown(res))
+    assert "| bilstm | brnn_lstm_mlp |" in md

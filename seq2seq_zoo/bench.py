@@ -860,7 +860,15 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
 
     # training: ours vs peer, fp32 and bf16
     train: dict[str, dict] = {}
-    precisions = [None, torch.bfloat16] if device.type == "cpu" else [None, default_dtype]
+    from seq2seq_zoo.utils import cpu_has_fast_bf16
+    if device.type != "cpu":
+        precisions = [None, default_dtype]
+    elif cpu_has_fast_bf16():
+        precisions = [None, torch.bfloat16]
+    else:   # emulated bf16 matmuls run ~10x slower than fp32 here: timing them says nothing about the models
+        precisions = [None]
+        res["notes"].append("training timed in fp32 only: this CPU has no bf16 matmul instructions (no "
+                            "AVX512-BF16 or AMX), so bf16 runs emulated, ~10x slower than fp32")
     for dt in precisions:
         t = stage(f"training, {precision_name(dt)}: our Transformer vs HF BART "
                   f"(batch {shape.batch}, source {shape.src_len}, target {shape.tgt_len})")
@@ -906,15 +914,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     # the recurrent family: the fast implementation against the reference one, in the same run
-    from seq2seq_zoo.utils import cpu_has_fast_bf16
-    if device.type != "cpu":
-        rnn_precisions = [None, default_dtype]
-    elif cpu_has_fast_bf16():
-        rnn_precisions = [None, torch.bfloat16]
-    else:   # emulated bf16 matmuls run ~10x slower than fp32: the reference would take minutes a step
-        rnn_precisions = [None]
-        res["notes"].append("recurrent models timed in fp32 only: this CPU has no bf16 matmul instructions "
-                            "(no AVX512-BF16 or AMX), so bf16 runs emulated, ~10x slower than fp32")
+    rnn_precisions = precisions
     t = stage("recurrent models: fast implementation against impl = \"reference\" (training "
               f"{'/'.join(precision_name(d) for d in rnn_precisions)}, beam-{shape.beams} decoding)")
     others: dict[str, dict] = {}

@@ -710,6 +710,7 @@ def eole_model(kind: str, shape: Shape, device: torch.device, seed: int = 0):
         cfg.training.dropout = [shape.dropout]
         torch.manual_seed(seed)
         model = get_model_class(cfg.model).build(cfg.model, vocabs, cfg.training)
+        model.init_weights(cfg.training)     # as its training entry point does (``build`` leaves them empty)
     return model.to(device)
 
 

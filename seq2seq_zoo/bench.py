@@ -369,12 +369,17 @@ class Trainer:
             b = self.batch
             loss = self.model(input_ids=b.src, attention_mask=b.src != PAD_ID, decoder_input_ids=b.tgt_in,
                               labels=self.labels).loss
-        loss.backward()
-        if self.clip:
-            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return loss
+        return peer_update(loss, self.params, self.opt, self.clip)
+
+
+def peer_update(loss: torch.Tensor, params, opt, clip: float) -> torch.Tensor:
+    """A peer's update after its forward: backward, gradient clipping, optimizer step."""
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(params, clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
 
 
 def train_figures(trainer: Trainer, times: list[float], fp: dict[str, int], peaks: dict[str, float],
@@ -741,12 +746,7 @@ class EoleTrainer:
             logits = self.model.generator(dec_out)
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), self.labels.reshape(-1),
                                    ignore_index=1, label_smoothing=0.1)
-        loss.backward()
-        if self.clip:
-            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return loss
+        return peer_update(loss, self.params, self.opt, self.clip)
 
 
 def measure_eole(shape: Shape, device: torch.device, plan: Plan, peaks: dict[str, float], batch: Batch,
@@ -1160,12 +1160,17 @@ def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:
     return L
 
 
+def _table_head(title: str, columns: list[str]) -> list[str]:
+    """A markdown section heading and the header rows of its table."""
+    return ["", f"### {title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def eole_markdown(eo: dict[str, Any] | None) -> list[str]:
     if not eo:
         return []
-    L = ["", f"### Second peer: eole {eo.get('version') or ''} (training, {eo['precision']}, interleaved)", "",
-         "| ours | eole model | ours tok/s | eole tok/s | ours / eole | params ours / eole | shape difference |",
-         "|---|---|---|---|---|---|---|"]
+    L = _table_head(f"Second peer: eole {eo.get('version') or ''} (training, {eo['precision']}, interleaved)",
+                    ["ours", "eole model", "ours tok/s", "eole tok/s", "ours / eole", "params ours / eole",
+                     "shape difference"])
     for name, p in eo["pairs"].items():
         if "error" in p:
             L.append(f"| {name} | {p['eole_model']} | — | — | not measured: {p['error'][:80]} | | |")
@@ -1179,8 +1184,8 @@ def eole_markdown(eo: dict[str, Any] | None) -> list[str]:
 def eval_cost_markdown(ec: dict[str, Any] | None) -> list[str]:
     if not ec:
         return []
-    L = ["", f"### Evaluation cost: scoring {ec['examples']:,} summaries ({ec['words_per_summary']} words each, "
-         "one reference)", "", "| metric | seconds | summaries/s | peak memory (MB) |", "|---|---|---|---|"]
+    L = _table_head(f"Evaluation cost: scoring {ec['examples']:,} summaries ({ec['words_per_summary']} words each, "
+                    "one reference)", ["metric", "seconds", "summaries/s", "peak memory (MB)"])
     for name in ("rouge", "bertscore"):
         m = ec.get(name, {})
         label = {"rouge": "ROUGE-1/2/L/Lsum (rouge-score, stemmer)",

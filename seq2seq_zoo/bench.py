@@ -655,7 +655,8 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
 EOLE_VERSION = "0.6.4"
 # our model -> (eole architecture, what eole builds at the closest shape it can)
 EOLE_PAIRS = {
-    "transformer": ("transformer", "Transformer: the same d_model, d_ff, heads and layers; sinusoidal positions"),
+    "transformer": ("transformer", "Transformer: the same d_model, d_ff, heads and layers, sinusoidal positions; "
+                    "eole keeps separate source and target embeddings and output layer (ours share one table)"),
     "bahdanau": ("gru_mlp", "GRU encoder + input-feeding GRU decoder with MLP (additive) attention, hidden {n}: "
                  "its decoder reads [E y; attentional h~] ({m} + {n}) where ours reads [E y; c], and its output "
                  "layer reads the {n}-wide attentional state where ours reads [s; E y; c] ({w_gru})"),

@@ -269,6 +269,6 @@ def test_eole_peer_pairs_at_tiny_shapes():
         assert p["ours_params"] > 0 and p["eole_params"] > 0 and p["difference"]
         assert sum(bench.flop_params(bench.eole_model(p["eole_model"], bench.TINY, CPU)).values()) > 0
         trainer = bench.EoleTrainer(bench.eole_model(p["eole_model"], bench.TINY, CPU), batch, CPU, None)
-        assert math.isfinite(trainer().item())   # initialised weights, a real loss
+        assert math.isfinite(trainer().detach().item())   # initialised weights, a real loss
     md = "\n".join(bench.eole_markdown(res))
     assert "| bilstm | brnn_lstm_mlp |" in md

@@ -89,10 +89,12 @@ class Plan:
     scaling_steps: int = 16       # sampled updates per dataset fraction
     beam_sizes: tuple[int, ...] = (1, 2, 4, 8)
     compile: bool = False         # also time our Transformer's training step under torch.compile
+    rnn_iters: int = 2            # timed rounds per recurrent model, implementation and precision
+    eval_examples: int = 1000     # examples scored in the evaluation-cost stage (0: skip the stage)
 
 
 FULL_PLAN = Plan()
-QUICK_PLAN = Plan(warmup=1, iters=2, decode_iters=2, matmul_iters=4, scaling_steps=6)
+QUICK_PLAN = Plan(warmup=1, iters=2, decode_iters=2, matmul_iters=4, scaling_steps=6, rnn_iters=1, eval_examples=200)
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -241,14 +243,15 @@ def our_transformer(shape: Shape, device: torch.device, seed: int = 0):
     return build_model("transformer", context(shape), opts).to(device), opts
 
 
-def our_model(name: str, shape: Shape, device: torch.device, seed: int = 0):
+def our_model(name: str, shape: Shape, device: torch.device, seed: int = 0, **extra):
     """A registered model at the bench shape: the Transformer with the paper's sizes, the recurrent
-    models with rnn_progression's (emb_dim, hidden, dropout); options a model does not take are left out."""
+    models with rnn_progression's (emb_dim, hidden, dropout); options a model does not take are left
+    out. ``extra``: further options (e.g. ``impl``)."""
     if name == "transformer":
         return our_transformer(shape, device, seed)
     from seq2seq_zoo.registry import model_options
     known = model_options(name)
-    want = dict(emb_dim=shape.rnn_emb, hidden=shape.rnn_hidden, dropout=shape.dropout)
+    want = dict(emb_dim=shape.rnn_emb, hidden=shape.rnn_hidden, dropout=shape.dropout, **extra)
     opts = {k: v for k, v in want.items() if k in known}
     torch.manual_seed(seed)
     return build_model(name, context(shape), opts).to(device), opts
@@ -287,9 +290,10 @@ def flop_params(model) -> dict[str, int]:
     """Parameters that take part in a matmul per token, per stack: {encoder, decoder, output}.
 
     Ours: the model's components() (embedding tables skipped, a tied output projection counted as
-    output). HF BART: its encoder/decoder linear layers and lm_head. Only weights and biases of linear
+    output). HF BART: its encoder/decoder linear layers and lm_head; eole: its encoder, decoder and
+    generator. Only weights and biases of linear
     and recurrent layers count (embedding lookups and positional tables are not matmuls)."""
-    matmul_mods = (torch.nn.Linear, torch.nn.RNNBase)
+    matmul_mods = (torch.nn.Linear, torch.nn.RNNBase, torch.nn.RNNCellBase)
     owner: dict[int, bool] = {}
     for m in model.modules():
         if isinstance(m, matmul_mods):
@@ -303,10 +307,12 @@ def flop_params(model) -> dict[str, int]:
             key = comp if comp in out else "decoder"
             out[key] += sum(p.numel() for p in params if owner.get(id(p)))
         return out
-    inner = model.model  # HF BART
-
     def count(mod):
         return sum(p.numel() for m in mod.modules() if isinstance(m, matmul_mods) for p in m.parameters(recurse=False))
+
+    if not hasattr(model, "model"):   # eole: encoder, decoder, generator
+        return {"encoder": count(model.encoder), "decoder": count(model.decoder), "output": count(model.generator)}
+    inner = model.model  # HF BART
 
     return {"encoder": count(inner.encoder), "decoder": count(inner.decoder), "output": count(model.lm_head)}
 
@@ -363,12 +369,17 @@ class Trainer:
             b = self.batch
             loss = self.model(input_ids=b.src, attention_mask=b.src != PAD_ID, decoder_input_ids=b.tgt_in,
                               labels=self.labels).loss
-        loss.backward()
-        if self.clip:
-            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return loss
+        return peer_update(loss, self.params, self.opt, self.clip)
+
+
+def peer_update(loss: torch.Tensor, params, opt, clip: float) -> torch.Tensor:
+    """A peer's update after its forward: backward, gradient clipping, optimizer step."""
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(params, clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
 
 
 def train_figures(trainer: Trainer, times: list[float], fp: dict[str, int], peaks: dict[str, float],
@@ -596,6 +607,219 @@ def measure_compile(shape: Shape, device: torch.device, dtype, plan: Plan,
             "speedup": e / c, "pays_after_steps": pays, "times": times}
 
 
+def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan, peaks: dict[str, float],
+                      batch: Batch, dbatch: Batch, precisions, default_dtype,
+                      progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """One recurrent model, its fast implementation (the default) against ``impl = "reference"`` (the
+    previous one), timed interleaved in the same process: training in each precision, then beam
+    decoding in the default precision. A reference that cannot run a precision here (CPU autocast sends
+    the LSTM to oneDNN's bf16 RNN primitive, which CPUs without AMX lack) is reported as such."""
+    fast, opts = our_model(name, shape, device)
+    ref, _ = our_model(name, shape, device, impl="reference")
+    out: dict[str, Any] = {"options": opts, "params": count_parameters(fast)["total"], "training": {}}
+    rplan = replace(plan, iters=plan.rnn_iters)
+    fp = flop_params(fast)
+    for dt in precisions:
+        p = precision_name(dt)
+        trainers = {"fast": Trainer(fast, batch, device, dt), "reference": Trainer(ref, batch, device, dt)}
+        row: dict[str, Any] = {}
+        try:
+            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None)
+        except RuntimeError as e:
+            row["reference_error"] = str(e).splitlines()[0][:200]
+            del trainers["reference"]
+            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None)
+        row.update(figs)
+        if "reference" in figs:
+            row["speedup"] = figs["reference"]["step_s"] / figs["fast"]["step_s"]
+        out["training"][p] = row
+        progress(f"    {name} {p}: fast {figs['fast']['tokens_per_s']:.0f} tok/s"
+                 + (f", reference {figs['reference']['tokens_per_s']:.0f} tok/s ({row['speedup']:.2f}x)"
+                    if "speedup" in row else f"; reference failed: {row['reference_error'][:80]}"))
+        del trainers
+    decoders = {"fast": OurDecoder(fast, dbatch, device, default_dtype, shape.beams, shape.dec_len),
+                "reference": OurDecoder(ref, dbatch, device, default_dtype, shape.beams, shape.dec_len)}
+    try:
+        dec = measure_decoding(decoders, replace(plan, decode_iters=max(1, plan.rnn_iters)), lambda s: None)
+        dec["speedup"] = dec["reference"]["seconds"] / dec["fast"]["seconds"]
+        progress(f"    {name} beam-{shape.beams} decoding ({precision_name(default_dtype)}): fast "
+                 f"{dec['fast']['tokens_per_s']:.0f} tok/s, reference {dec['reference']['tokens_per_s']:.0f} tok/s "
+                 f"({dec['speedup']:.2f}x)")
+    except RuntimeError as e:
+        dec = {"error": str(e).splitlines()[0][:200]}
+    out["decoding"] = dec
+    return out
+
+
+# ------------------------------------------------------------------------------------- the eole peer
+EOLE_VERSION = "0.6.4"
+# our model -> (eole architecture, what eole builds at the closest shape it can)
+EOLE_PAIRS = {
+    "transformer": ("transformer", "Transformer: the same d_model, d_ff, heads and layers, sinusoidal positions; "
+                    "eole keeps separate source and target embeddings and output layer (ours share one table)"),
+    "bahdanau": ("gru_mlp", "GRU encoder + input-feeding GRU decoder with MLP (additive) attention, hidden {n}: "
+                 "its decoder reads [E y; attentional h~] ({m} + {n}) where ours reads [E y; c], and its output "
+                 "layer reads the {n}-wide attentional state where ours reads [s; E y; c] ({w_gru})"),
+    "bilstm": ("brnn_lstm_mlp", "brnn encoder (2 x {half}: eole splits the hidden size over the directions; ours "
+               "2 x {n}) + input-feeding LSTM decoder of our decoder width {n} with MLP attention; output layer "
+               "from {n} (ours from [s; E y; c], {w_lstm})"),
+}
+
+
+def eole_available() -> str | None:
+    """None if eole's models can be built here, else why not."""
+    try:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import eole  # noqa: F401
+            import pyonmttok  # noqa: F401
+            from eole.models.model import get_model_class  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure means: no peer
+        return f"eole not importable ({type(e).__name__}: {e}); pip install --no-deps eole=={EOLE_VERSION} pyonmttok"
+    return None
+
+
+def eole_model(kind: str, shape: Shape, device: torch.device, seed: int = 0):
+    """eole's model of ``kind`` (see EOLE_PAIRS), randomly initialised, at the bench shape; eole's own
+    vocabulary order puts <unk> at 0 and <pad> at 1 (``EoleTrainer`` swaps our two ids)."""
+    import warnings
+    from collections import Counter
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pyonmttok
+        from eole.config.data import Dataset
+        from eole.config.models import RnnModelConfig, TransformerModelConfig
+        from eole.config.run import TrainConfig
+        from eole.constants import DefaultTokens
+        from eole.models.model import get_model_class
+        specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+        vocab = pyonmttok.build_vocab_from_tokens(Counter({f"w{i}": 1 for i in range(shape.vocab - 4)}),
+                                                  maximum_size=0, minimum_frequency=1, special_tokens=specials)
+        vocabs = {"src": vocab, "tgt": vocab, "specials": {"bos_token": DefaultTokens.BOS, "pad_token": DefaultTokens.PAD,
+                                                           "eos_token": DefaultTokens.EOS,
+                                                           "unk_token": DefaultTokens.UNK}}
+        if kind == "transformer":
+            mc = TransformerModelConfig(embeddings={"word_vec_size": shape.d_model,
+                                                    "position_encoding_type": "SinusoidalInterleaved"},
+                                        hidden_size=shape.d_model, transformer_ff=shape.d_ff, heads=shape.heads,
+                                        layers=shape.layers)
+        else:
+            rnn = "GRU" if kind == "gru_mlp" else "LSTM"
+            mc = RnnModelConfig(embeddings={"word_vec_size": shape.rnn_emb}, hidden_size=shape.rnn_hidden, layers=1,
+                                rnn_type=rnn, decoder={"global_attention": "mlp"})
+            if kind == "brnn_lstm_mlp":   # RnnModelConfig resets encoder_type to "rnn" when it validates
+                mc.encoder.encoder_type = "brnn"
+                mc.decoder.bidirectional_encoder = True
+        cfg = TrainConfig(data={"bench": Dataset(path_src="-")}, src_vocab="bench", share_vocab=True, model=mc)
+        cfg.training.self_attn_backend = "pytorch"
+        cfg.training.dropout = [shape.dropout]
+        torch.manual_seed(seed)
+        model = get_model_class(cfg.model).build(cfg.model, vocabs, cfg.training)
+        model.init_weights(cfg.training)     # as its training entry point does (``build`` leaves them empty)
+    return model.to(device)
+
+
+class EoleTrainer:
+    """One full update of an eole model on the bench batch: its forward (``model(src, tgt, src_len)``)
+    and generator under autocast, cross-entropy (label smoothing 0.1 as ours, padding ignored), backward,
+    gradient clipping, Adam step."""
+
+    def __init__(self, model, batch: Batch, device: torch.device, dtype, clip_norm: float = 1.0):
+        self.model, self.device, self.dtype, self.kind, self.clip = model.train(), device, dtype, "eole", clip_norm
+        b = batch.to(device)
+
+        def swap(x):   # our <pad> 0 / <unk> 1 -> eole's <unk> 0 / <pad> 1
+            return torch.where(x == 0, 1, torch.where(x == 1, 0, x))
+        self.src = swap(b.src)
+        self.tgt = swap(torch.cat([b.tgt_in, b.tgt_out[:, -1:]], 1))     # <bos> y_1 .. y_n <eos>
+        self.labels = self.tgt[:, 1:].masked_fill(self.tgt[:, 1:] >= model.generator.out_features, 0)
+        self.src_len = (b.src != PAD_ID).sum(1)
+        self.params = list(model.parameters())
+        self.opt = torch.optim.Adam(self.params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.src_tokens, self.tgt_tokens = source_tokens(batch), target_tokens(batch)
+
+    def __call__(self):
+        import torch.nn.functional as F
+        with autocast(self.device, self.dtype):
+            out = self.model(self.src, self.tgt, self.src_len)
+            dec_out = out.dec_out if hasattr(out, "dec_out") else out[0]
+            logits = self.model.generator(dec_out)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), self.labels.reshape(-1),
+                                   ignore_index=1, label_smoothing=0.1)
+        return peer_update(loss, self.params, self.opt, self.clip)
+
+
+def measure_eole(shape: Shape, device: torch.device, plan: Plan, peaks: dict[str, float], batch: Batch,
+                 dtype, progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Training tokens/s of ours against eole's closest model, per pair of EOLE_PAIRS, interleaved in
+    ``dtype``; parameter counts and the shape difference beside each ratio."""
+    out: dict[str, Any] = {"version": None, "precision": precision_name(dtype), "pairs": {}}
+    try:
+        import importlib.metadata as md
+        out["version"] = md.version("eole")
+    except Exception:  # noqa: BLE001
+        pass
+    for ours_name, (kind, difference) in EOLE_PAIRS.items():
+        try:
+            ours, _ = our_model(ours_name, shape, device)
+            peer = eole_model(kind, shape, device)
+            trainers = {"ours": Trainer(ours, batch, device, dtype), "eole": EoleTrainer(peer, batch, device, dtype)}
+            fps = {"ours": flop_params(ours), "eole": flop_params(peer)}
+            it = plan.iters if ours_name == "transformer" else plan.rnn_iters
+            figs = measure_training(trainers, replace(plan, iters=it), fps, peaks, lambda s: None)
+        except Exception as e:  # noqa: BLE001 - a peer that cannot be built here must not stop the bench
+            out["pairs"][ours_name] = {"eole_model": kind, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+            progress(f"    {ours_name} vs eole {kind}: not measured ({out['pairs'][ours_name]['error']})")
+            continue
+        ratio = figs["ours"]["tokens_per_s"] / figs["eole"]["tokens_per_s"]
+        n, m = shape.rnn_hidden, shape.rnn_emb
+        difference = difference.format(n=n, m=m, half=n // 2, w_gru=2 * n + m, w_lstm=3 * n + m)
+        out["pairs"][ours_name] = {"eole_model": kind, "difference": difference, "ratio": ratio,
+                                   "ours_params": count_parameters(ours)["total"],
+                                   "eole_params": sum(p.numel() for p in peer.parameters() if p.requires_grad),
+                                   "ours": figs["ours"], "eole": figs["eole"]}
+        progress(f"    {ours_name} {figs['ours']['tokens_per_s']:.0f} tok/s vs eole {kind} "
+                 f"{figs['eole']['tokens_per_s']:.0f} tok/s: {ratio:.2f}x")
+        del trainers, ours, peer
+    return out
+
+
+def synthetic_summaries(n: int, seed: int = 0) -> tuple[list[str], list[list[str]]]:
+    """``n`` (prediction, [reference]) pairs of 20-40 English words, the length of a DialogSum summary."""
+    words = ("the a person one two said asked would meeting tomorrow office friend dinner doctor phone "
+             "because about after before with they we you he she will wants needs tells agrees plans "
+             "house car work school money time help job party weekend").split()
+    g = np.random.default_rng(seed)
+
+    def sent():
+        return " ".join(g.choice(words, size=int(g.integers(20, 41)))) + " ."
+    preds = [sent() for _ in range(n)]
+    return preds, [[sent()] for _ in range(n)]
+
+
+def measure_eval_cost(n: int, device: torch.device, progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Seconds to score ``n`` summaries with each metric of the suite's reports (ROUGE 1/2/L/Lsum with
+    the stemmer; BERTScore with its default backbone, all-MiniLM-L6-v2), and peak memory."""
+    from seq2seq_zoo.registry import METRICS
+    preds, refs = synthetic_summaries(n)
+    out: dict[str, Any] = {"examples": n, "words_per_summary": "20-40"}
+    for name, kw in (("rouge", {}), ("bertscore", {"device": device.type})):
+        try:
+            METRICS.get(name)(preds[:8], refs[:8], **kw)           # load the model / tokenizers once
+            with PeakMemory(torch.device("cpu")) as mem:
+                t0 = time.perf_counter()
+                _, settings = METRICS.get(name)(preds, refs, **kw)
+                sec = time.perf_counter() - t0
+            out[name] = {"seconds": sec, "examples_per_s": n / sec, "peak_mem_mb": mem.peak_mb,
+                         "backbone": settings.get("model") or settings.get("backbone")}
+            progress(f"    {name}: {sec:.1f}s for {n} examples ({n / sec:.0f}/s)")
+        except Exception as e:  # noqa: BLE001 - a missing backbone must not stop the bench
+            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+            progress(f"    {name}: not measured ({out[name]['error']})")
+    return out
+
+
 def _warm_process(device: torch.device) -> None:
     """One tiny update of each kind first, so that one-time library set-up (thread pools, kernel
     caches) is not charged to the first stage's time and memory."""
@@ -614,7 +838,7 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     res: dict[str, Any] = {"device": str(device), "beams": shape.beams, "notes": []}
     default_dtype = autocast_dtype("auto", device)
     res["default_precision"] = precision_name(default_dtype)
-    stages = 6 + bool(scaling) + bool(plan.compile)
+    stages = 7 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples)
     k = 0
     _warm_process(device)
 
@@ -625,10 +849,13 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
         return time.perf_counter()
 
     t = stage(f"matmul peak ({plan.matmul_n}x{plan.matmul_n})")
-    peaks = {"bf16": matmul_peak(device, torch.bfloat16, plan.matmul_n, plan.matmul_iters),
+    from seq2seq_zoo.utils import cpu_has_fast_bf16
+    native_bf16 = device.type != "cpu" or cpu_has_fast_bf16()
+    # (emulated bf16 is no peak of this machine's: not measured, and MFU is taken against fp32 only)
+    peaks = {"bf16": matmul_peak(device, torch.bfloat16, plan.matmul_n, plan.matmul_iters) if native_bf16 else None,
              "fp32": matmul_peak(device, torch.float32, plan.matmul_n, plan.matmul_iters)}
     res["matmul_peak_gflops"] = peaks
-    progress(f"    bf16 {peaks['bf16']:.0f} GFLOP/s, fp32 {peaks['fp32']:.0f} GFLOP/s ({time.perf_counter() - t:.0f}s)")
+    progress(f"    bf16 {_fmt(peaks['bf16'])} GFLOP/s, fp32 {peaks['fp32']:.0f} GFLOP/s ({time.perf_counter() - t:.0f}s)")
 
     batch = shaped_batch(shape, shape.batch, seed=1)
     no_peer = peer_available()
@@ -638,7 +865,14 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
 
     # training: ours vs peer, fp32 and bf16
     train: dict[str, dict] = {}
-    precisions = [None, torch.bfloat16] if device.type == "cpu" else [None, default_dtype]
+    if device.type != "cpu":
+        precisions = [None, default_dtype]
+    elif native_bf16:
+        precisions = [None, torch.bfloat16]
+    else:   # emulated bf16 matmuls run ~10x slower than fp32 here: timing them says nothing about the models
+        precisions = [None]
+        res["notes"].append("training timed in fp32 only: this CPU has no bf16 matmul instructions (no "
+                            "AVX512-BF16 or AMX), so bf16 runs emulated, ~10x slower than fp32")
     for dt in precisions:
         t = stage(f"training, {precision_name(dt)}: our Transformer vs HF BART "
                   f"(batch {shape.batch}, source {shape.src_len}, target {shape.tgt_len})")
@@ -683,9 +917,12 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
                                            plan.decode_iters, progress)
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
-    # the other models, default precision
-    t = stage("training, other models (default precision)")
+    # the recurrent family: the fast implementation against the reference one, in the same run
+    rnn_precisions = precisions
+    t = stage("recurrent models: fast implementation against impl = \"reference\" (training "
+              f"{'/'.join(precision_name(d) for d in rnn_precisions)}, beam-{shape.beams} decoding)")
     others: dict[str, dict] = {}
+    recurrent: dict[str, dict] = {}
     for name in RNN_MODELS:
         if name not in MODELS:
             note = f"model '{name}' is not registered: skipped"
@@ -693,22 +930,34 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
             progress(f"    note: {note}")
             continue
         try:
-            model, opts = our_model(name, shape, device)
+            rec = measure_recurrent(name, shape, device, plan, peaks, batch, dbatch, rnn_precisions, default_dtype,
+                                    progress)
         except Exception as e:  # noqa: BLE001 - a model under construction must not stop the bench
-            note = f"model '{name}' could not be built at the bench shape ({type(e).__name__}: {e}): skipped"
+            note = f"model '{name}' could not be measured at the bench shape ({type(e).__name__}: {e}): skipped"
             res["notes"].append(note)
             progress(f"    note: {note}")
             continue
-        tr = Trainer(model, batch, device, default_dtype)
-        fig = measure_training({name: tr}, plan, {name: flop_params(model)}, peaks, lambda s: None)[name]
-        fig["options"] = opts
-        fig["params"] = count_parameters(model)["total"]
+        recurrent[name] = rec
+        fig = dict(rec["training"][precision_name(default_dtype)]["fast"])
+        fig["options"], fig["params"] = rec["options"], rec["params"]
         others[name] = fig
-        progress(f"    {name}: {fig['tokens_per_s']:.0f} tok/s, {fig['model_gflops']:.0f} GFLOP/s, "
-                 f"peak +{fig['peak_mem_mb']:.0f} MB")
-        del model, tr
     res["other_models"] = others
+    res["recurrent"] = recurrent
     progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    t = stage(f"eole {EOLE_VERSION} as a second peer: training, {res['default_precision']}")
+    no_eole = eole_available()
+    if no_eole:
+        res["notes"].append(f"eole peer skipped: {no_eole}")
+        progress(f"    note: {res['notes'][-1]}")
+    else:
+        res["eole"] = measure_eole(shape, device, plan, peaks, batch, default_dtype, progress)
+    progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    if plan.eval_examples:
+        t = stage(f"evaluation cost: scoring {plan.eval_examples:,} summaries (ROUGE, BERTScore)")
+        res["eval_cost"] = measure_eval_cost(plan.eval_examples, device, progress)
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     if scaling:
         t = stage("epoch time against training-set size (pe_ablation CPU profile, DialogSum)")
@@ -823,7 +1072,8 @@ def markdown(report: dict[str, Any]) -> str:
             L.append("")
         pk = dev["matmul_peak_gflops"]
         L += ["### Training (one full update: forward, loss, backward, clipping, optimizer step)", "",
-              f"Matmul peak measured in this run ({report['plan']['matmul_n']}³): bf16 {pk['bf16']:.0f} GFLOP/s, "
+              f"Matmul peak measured in this run ({report['plan']['matmul_n']}³): bf16 "
+              f"{_fmt(pk['bf16']) if pk.get('bf16') else '— (no bf16 matmul instructions)'} GFLOP/s, "
               f"fp32 {pk['fp32']:.0f} GFLOP/s. Model FLOP/s = 6 × params × tokens per stack: 6 × (encoder "
               "matmul params × source tokens + (decoder + output projection) matmul params × target tokens); "
               "embedding lookups and attention scores not counted. Tokens/s = non-pad target tokens.", "",
@@ -856,6 +1106,9 @@ def markdown(report: dict[str, Any]) -> str:
         b1 = dev["decode_vs_beam"][0]["seconds"]
         for r in dev["decode_vs_beam"]:
             L.append(f"| {r['beam_size']} | {r['seconds']:.2f} | {_fmt(r['tokens_per_s'])} | {r['seconds'] / b1:.2f} |")
+        L += recurrent_markdown(dev, s)
+        L += eole_markdown(dev.get("eole"))
+        L += eval_cost_markdown(dev.get("eval_cost"))
         sc = dev.get("scaling")
         if sc:
             L += ["", f"### Epoch time against training-set size ({sc['experiment']} `{sc['profile']}` profile, run "
@@ -881,6 +1134,71 @@ def markdown(report: dict[str, Any]) -> str:
             L += ["", "Notes:"] + [f"- {n}" for n in dev["notes"]]
     L += ["", "Figures: `bench.json` beside this file (every timed iteration included). Re-run: `zoo bench`."]
     return "\n".join(L) + "\n"
+
+
+def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:
+    """The recurrent family's table: each model's fast implementation against ``impl = "reference"``,
+    timed interleaved in this run."""
+    rec = dev.get("recurrent")
+    if not rec:
+        return []
+    L = ["", "### Recurrent family: fast implementation against the previous one (`impl = \"reference\"`)", "",
+         f"Same run, interleaved, same batch (training: {shape['batch']} x source {shape['src_len']} x target "
+         f"{shape['tgt_len']}; decoding: beam {shape['beams']}, {shape['dec_sources']} sources x {shape['dec_len']} "
+         f"tokens, {dev['default_precision']}). Speed-up = reference time / fast time.", "",
+         "| model | params | precision | fast tok/s | reference tok/s | speed-up | fast peak memory (MB) "
+         "| reference peak memory (MB) |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in rec.items():
+        for p, row in r["training"].items():
+            f, ref = row["fast"], row.get("reference")
+            L.append(f"| {name} | {r['params']:,} | {p} training | {_fmt(f['tokens_per_s'])} | "
+                     + (f"{_fmt(ref['tokens_per_s'])} | **{row['speedup']:.2f}x** | " if ref else
+                        f"fails here ({row.get('reference_error', '')[:60]}) | — | ")
+                     + f"{_fmt(f.get('peak_mem_mb'))} | {_fmt(ref.get('peak_mem_mb')) if ref else '—'} |")
+        d = r.get("decoding", {})
+        if "fast" in d:
+            L.append(f"| {name} | {r['params']:,} | {d['fast']['precision']} beam-{shape['beams']} decoding | "
+                     f"{_fmt(d['fast']['tokens_per_s'])} | {_fmt(d['reference']['tokens_per_s'])} | "
+                     f"**{d['speedup']:.2f}x** | {_fmt(d['fast'].get('peak_mem_mb'))} | "
+                     f"{_fmt(d['reference'].get('peak_mem_mb'))} |")
+    return L
+
+
+def _table_head(title: str, columns: list[str]) -> list[str]:
+    """A markdown section heading and the header rows of its table."""
+    return ["", f"### {title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def eole_markdown(eo: dict[str, Any] | None) -> list[str]:
+    if not eo:
+        return []
+    L = _table_head(f"Second peer: eole {eo.get('version') or ''} (training, {eo['precision']}, interleaved)",
+                    ["ours", "eole model", "ours tok/s", "eole tok/s", "ours / eole", "params ours / eole",
+                     "shape difference"])
+    for name, p in eo["pairs"].items():
+        if "error" in p:
+            L.append(f"| {name} | {p['eole_model']} | — | — | not measured: {p['error'][:80]} | | |")
+            continue
+        L.append(f"| {name} | {p['eole_model']} | {_fmt(p['ours']['tokens_per_s'])} | {_fmt(p['eole']['tokens_per_s'])} "
+                 f"| **{p['ratio']:.2f}x** | {p['ours_params']:,} / {p['eole_params']:,} | "
+                 f"{p['difference']} |")
+    return L
+
+
+def eval_cost_markdown(ec: dict[str, Any] | None) -> list[str]:
+    if not ec:
+        return []
+    L = _table_head(f"Evaluation cost: scoring {ec['examples']:,} summaries ({ec['words_per_summary']} words each, "
+                    "one reference)", ["metric", "seconds", "summaries/s", "peak memory (MB)"])
+    for name in ("rouge", "bertscore"):
+        m = ec.get(name, {})
+        label = {"rouge": "ROUGE-1/2/L/Lsum (rouge-score, stemmer)",
+                 "bertscore": f"BERTScore ({m.get('backbone') or 'default backbone'})"}[name]
+        if "error" in m:
+            L.append(f"| {label} | not measured: {m['error']} | | |")
+        else:
+            L.append(f"| {label} | {m['seconds']:.1f} | {_fmt(m['examples_per_s'])} | {_fmt(m.get('peak_mem_mb'))} |")
+    return L
 
 
 def cpu_bf16_isa() -> str:

@@ -19,7 +19,7 @@ from seq2seq_zoo.train.objectives import token_losses
 
 CPU = torch.device("cpu")
 TINY_PLAN = bench.Plan(warmup=1, iters=1, decode_iters=1, matmul_n=32, matmul_iters=1, scaling_steps=2,
-                       beam_sizes=(1, 2))
+                       beam_sizes=(1, 2), rnn_iters=1, eval_examples=6)
 
 
 def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
@@ -28,14 +28,30 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
     saved = json.loads((tmp_path / "bench" / "bench.json").read_text())
     assert saved["shape"]["d_model"] == bench.TINY.d_model and saved["threads"] == 1
     (dev,) = rep["devices"]
-    assert dev["device"] == "cpu" and dev["matmul_peak_gflops"]["bf16"] > 0
+    from seq2seq_zoo.utils import cpu_has_fast_bf16
+    peaks = dev["matmul_peak_gflops"]
+    assert dev["device"] == "cpu" and peaks["fp32"] > 0
+    assert peaks["bf16"] > 0 if cpu_has_fast_bf16() else peaks["bf16"] is None   # no emulated bf16 peak
     train = dev["training"]
-    assert {"ours_fp32", "ours_bf16"} <= set(train)
+    assert "ours_fp32" in train and ("ours_bf16" in train) == cpu_has_fast_bf16()   # no emulated bf16
     for fig in list(train.values()) + list(dev["other_models"].values()):
         assert fig["tokens_per_s"] > 0 and fig["model_gflops"] > 0 and fig["step_s"] > 0
         assert fig["src_tgt_tokens_per_s"] > fig["tokens_per_s"]
         assert "peak_mem_mb" in fig and fig["process_max_rss_mb"] > 0
     assert {"gru", "bahdanau", "bilstm"} <= set(dev["other_models"])
+    # the recurrent family: the fast implementation against the reference one, per precision, and decoding
+    for name in ("gru", "bahdanau", "bilstm", "pointer_generator"):
+        rec = dev["recurrent"][name]
+        assert rec["params"] > 0 and "fp32" in rec["training"]
+        assert ("bf16" in rec["training"]) == cpu_has_fast_bf16()
+        fp32 = rec["training"]["fp32"]
+        assert fp32["fast"]["tokens_per_s"] > 0 and fp32["reference"]["tokens_per_s"] > 0
+        assert fp32["speedup"] == pytest.approx(fp32["reference"]["step_s"] / fp32["fast"]["step_s"])
+        dec = rec["decoding"]
+        assert dec["speedup"] == pytest.approx(dec["reference"]["seconds"] / dec["fast"]["seconds"])
+    ec = dev["eval_cost"]
+    assert ec["examples"] == 6 and ec["rouge"]["seconds"] > 0
+    assert "seconds" in ec["bertscore"] or "error" in ec["bertscore"]
     for fig in dev["decoding"].values():
         assert fig["tokens"] == bench.TINY.dec_sources * bench.TINY.dec_len and fig["tokens_per_s"] > 0
     assert [r["beam_size"] for r in dev["decode_vs_beam"]] == [1, 2]
@@ -46,7 +62,8 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
             assert t["met"] == (t["value"] <= t["goal"] if t["lower_is_better"] else t["value"] >= t["goal"])
             assert t["status"].startswith("met (" if t["met"] else "MISSED by ")
     md = (tmp_path / "bench" / "README.md").read_text()
-    assert "| our Transformer | bf16 |" in md and "Hardware:" in md and "6 × params × tokens" in md
+    assert "| our Transformer | fp32 |" in md and "Hardware:" in md and "6 × params × tokens" in md
+    assert "### Recurrent family" in md and "| bahdanau |" in md and "### Evaluation cost" in md
 
 
 def test_flops_estimate_counts_matmul_params_per_stack():
@@ -239,3 +256,19 @@ def test_beam_search_with_one_row_per_source_equals_expanded_state():
     assert fast == slow
     assert fast_scores == pytest.approx(slow_scores, abs=1e-4)
     assert all(math.isfinite(s) for s in fast_scores)
+
+
+@pytest.mark.skipif(bench.eole_available() is not None, reason="eole not installed (the optional second peer)")
+def test_eole_peer_pairs_at_tiny_shapes():
+    batch = bench.shaped_batch(bench.TINY, bench.TINY.batch, seed=1)
+    res = bench.measure_eole(bench.TINY, CPU, TINY_PLAN, {"bf16": 1.0, "fp32": 1.0}, batch, None, lambda s: None)
+    assert set(res["pairs"]) == {"transformer", "bahdanau", "bilstm"}
+    for name, p in res["pairs"].items():
+        assert "error" not in p, p.get("error")
+        assert p["ratio"] == pytest.approx(p["ours"]["tokens_per_s"] / p["eole"]["tokens_per_s"])
+        assert p["ours_params"] > 0 and p["eole_params"] > 0 and p["difference"]
+        assert sum(bench.flop_params(bench.eole_model(p["eole_model"], bench.TINY, CPU)).values()) > 0
+        trainer = bench.EoleTrainer(bench.eole_model(p["eole_model"], bench.TINY, CPU), batch, CPU, None)
+        assert math.isfinite(trainer().detach().item())   # initialised weights, a real loss
+    md = "\n".join(bench.eole_markdown(res))
+    assert "| bilstm | brnn_lstm_mlp |" in md

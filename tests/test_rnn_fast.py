@@ -11,7 +11,7 @@ from seq2seq_zoo.data.batching import Batch
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.decode import beam_search, greedy
 from seq2seq_zoo.models.base import build_model
-from seq2seq_zoo.models.rnn_kernels import DeferredContext, additive_energy, run_encoder
+from seq2seq_zoo.models.rnn_kernels import DeferredContext, _energy_in_blocks, additive_energy, run_encoder
 
 V, OOVS = 40, 2
 
@@ -138,6 +138,9 @@ def test_additive_energy_by_hand_and_gradcheck():
     e = additive_energy(2 * keys, q, v, cov, w_c)
     by_hand = torch.tanh(keys[:, None] + q[:, :, None] + cov[..., None] * w_c) @ v
     torch.testing.assert_close(e, by_hand)
+    with torch.no_grad():   # decoding: reused buffers over blocks of source positions (here 1-2 per block)
+        torch.testing.assert_close(_energy_in_blocks(2 * keys, 2 * q, v, cov, w_c, block=2 * T * n - 1), by_hand)
+        torch.testing.assert_close(additive_energy(2 * keys, q, v, cov, w_c), by_hand)
     assert torch.autograd.gradcheck(lambda k, q, v, c, w: additive_energy(2 * k, q, v, c, w), (keys, q, v, cov, w_c))
     assert torch.autograd.gradcheck(lambda k, q, v: additive_energy(2 * k, q, v), (keys, q[:, :1], v))
 

@@ -306,7 +306,7 @@ class _Attentional(_Recurrent):
             # per-source tensors keep one row per source however many hypotheses decode from it: ``row``
             # maps each hypothesis to its source and ``reorder`` moves only the per-hypothesis ones
             B = enc["mask"].size(0)
-            state.update(row=torch.arange(B, device=enc["mask"].device), group=1)
+            state.update(row=torch.arange(B, device=enc["mask"].device), group=1, keys2=double_keys(enc["keys"]))
         return state
 
     PER_HYPOTHESIS = ("h", "c", "cov", "p_gen")
@@ -333,7 +333,7 @@ class _Attentional(_Recurrent):
     def _per_source(self, state):
         """(keys, memory, mask, extra per-source entries) with one row per source group of the state's
         hypotheses, and K, the hypotheses per row."""
-        names = ("keys", "memory", "mask", "src_ext", "src_same", "src_first")
+        names = ("keys", "keys2", "memory", "mask", "src_ext", "src_same", "src_first")
         src = {k: state[k] for k in names if k in state}
         N = state["h"].size(0)
         if state["group"] == 0:      # arbitrary rows: gather the sources
@@ -398,7 +398,7 @@ class _Attentional(_Recurrent):
     def _teacher_fast(self, enc, hid, y):
         """Teacher forcing of the fast implementation: (features (B, T, F), attention (B, T, S), extra
         inputs (B, T, E) or None), the same values as the step loop of ``forward``'s reference path."""
-        keys, memory, mask = double_keys(enc["keys"]), enc["memory"], enc["mask"]
+        keys, memory, mask = enc["keys2"], enc["memory"], enc["mask"]
         W, v, w_c = self._attention_weights()
         cov = enc["cov"].to(keys.dtype) if w_c is not None else None
         cell = StackedCell(self.decoder, self.emb_dim, self.training)
@@ -450,7 +450,7 @@ class _Attentional(_Recurrent):
     def _step_fast(self, state, hid, y):
         """One decoding step of the fast implementation: (features (N, F), new state, a (N, S), extra)."""
         src, K = self._per_source(state)
-        keys, memory, mask = double_keys(src["keys"]), src["memory"], src["mask"]
+        keys, memory, mask = src["keys2"], src["memory"], src["mask"]
         B0, S = mask.shape
         W, v, w_c = self._attention_weights()
         cov = state["cov"].view(B0, K, S).to(keys.dtype) if w_c is not None else None

@@ -194,6 +194,20 @@ def test_report_scores_old_records_from_predictions(tmp_path, dialogsum_dir):
     assert (res / "FINDINGS.md").is_file()
 
 
+def test_findings_index_names_the_results_folder(tmp_path, dialogsum_dir):
+    """results/round1/X and results/X are different runs of experiment X: FINDINGS.md says which."""
+    from seq2seq_zoo.report.significance import write_findings_index
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
+    _declare(exp, [Finding("lead > lead", "lead", "lead", ">", "rouge1", source="made up")])
+    build_report(exp)
+    old = exp.parent / "round1" / "sig"
+    shutil.copytree(exp, old)
+    text = write_findings_index(exp.parent).read_text()
+    rows = [x for x in text.splitlines() if x.startswith("| lead > lead")]
+    assert len(rows) == 2
+    assert {r.split("|")[-4].strip() for r in rows} == {"sig", "round1/sig"}
+
+
 def test_convergence_label():
     from seq2seq_zoo.report.tables import convergence
 

@@ -3,6 +3,7 @@ training loop, data-parallel training, decoding and evaluation."""
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 
@@ -22,6 +23,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if cpu_has_fast_bf16() else None
 
 
+@functools.cache   # the CPU does not change; autocast() is entered at every training step
 def cpu_bf16_kernels() -> bool:
     """Whether oneDNN has bf16 kernels on this CPU (AVX512-BF16/AMX or AVX512 emulation). Without them
     its LSTM cannot be built for bf16 ("could not create a primitive descriptor"), e.g. on AVX2-only CPUs."""
@@ -30,6 +32,7 @@ def cpu_bf16_kernels() -> bool:
 
 @contextlib.contextmanager
 def _onednn_off():
+    # not torch.backends.mkldnn.flags(enabled=False): it also resets oneDNN's TF32 setting and warns on CPU
     prev = torch.backends.mkldnn.enabled
     torch.backends.mkldnn.enabled = False
     try:

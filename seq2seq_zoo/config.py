@@ -48,7 +48,7 @@ class DataConfig:
 @dataclass
 class TrainConfig:
     epochs: int = 10
-    batch_size: int = 32
+    batch_size: int = 32                          # examples per batch; 0 = no cap (batches by max_tokens alone)
     max_tokens: int | None = None                 # cap on padded tokens per batch (bucketing)
     optimizer: str = "adam"                       # adam | adamw
     lr: float = 1e-3
@@ -268,7 +268,8 @@ _RANGES = {
     **{k: (lambda v: v is None or v >= 0, "must be >= 0 (0 leaves no examples)") for k in ("max_train", "max_valid",
                                                                                          "max_test")},
     "epochs": (lambda v: v >= 1, "must be >= 1"),
-    "batch_size": (lambda v: v >= 1, "must be >= 1"),
+    "batch_size": (lambda v: v >= 0, "must be >= 0 (0: batches by train.max_tokens alone)"),
+    "max_tokens": (lambda v: v is None or v >= 1, "must be >= 1"),
     "beam_size": (lambda v: v >= 1, "must be >= 1"),
     "max_src_len": (lambda v: v >= 1, "must be >= 1"),
     "max_tgt_len": (lambda v: v >= 2, "must be >= 2"),
@@ -393,6 +394,11 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{label}.{k}", v)
     built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
+    if built["train"].batch_size == 0 and built["train"].max_tokens is None:
+        raise ctx.fail(f"{label}.train.batch_size", "0 means batches by padded tokens alone; set train.max_tokens "
+                       "too (e.g. 8192), or give a number of examples")
+    if built["decode"].batch_size == 0:
+        raise ctx.fail(f"{label}.decode.batch_size", "0 must be >= 1 (decoding batches count examples)")
     too_long = decode_too_long(built["decode"], built["data"])
     if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
         raise ctx.fail(f"{label}.decode.max_len", too_long)

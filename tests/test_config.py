@@ -93,6 +93,11 @@ BAD = [
     ('[[runs]]\nname = "a"\npe_init_std = 0.0\n', ["pe_init_std", "> 0"]),
     ('decode.repetition_penalty_style = "keskr"\n[[runs]]\nname = "a"\n', ["repetition_penalty_style", "'keskar'"]),
     ('train.rl_logp = "summ"\n[[runs]]\nname = "a"\n', ["rl_logp", "'sum'"]),
+    # token batches: batch_size 0 needs max_tokens; decoding counts examples
+    ('train.batch_size = 0\n[[runs]]\nname = "a"\n', ["train.batch_size", "max_tokens"]),
+    ('train.batch_size = -1\n[[runs]]\nname = "a"\n', ["batch_size", ">= 0"]),
+    ('train.max_tokens = 0\n[[runs]]\nname = "a"\n', ["max_tokens", ">= 1"]),
+    ('decode.batch_size = 0\n[[runs]]\nname = "a"\n', ["decode.batch_size", ">= 1"]),
 ]
 
 
@@ -105,6 +110,12 @@ def test_bad_file_raises_config_error_naming_key_and_choice(tmp_path, body, word
     assert str(p) in msg
     for w in words:
         assert w in msg, (w, msg)
+
+
+def test_token_batches_load(tmp_path):
+    p = write(tmp_path, 'train.batch_size = 0\ntrain.max_tokens = 4096\n[[runs]]\nname = "a"\n')
+    spec = load_experiment(p).runs[0]
+    assert (spec.train.batch_size, spec.train.max_tokens) == (0, 4096)
 
 
 def test_error_names_the_line(tmp_path):

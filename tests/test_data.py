@@ -183,6 +183,23 @@ def test_bucket_batches_max_tokens_and_no_shuffle():
     assert ks == list(range(3, len(fixed)))
 
 
+def test_token_batches_alone_fill_up_to_max_tokens_with_no_example_cap():
+    data = _var_data(300, seed=2)
+    lengths = [len(e.src) + len(e.tgt) for e in data]
+    bs = bucket_batches(data, 0, max_tokens=1000, seed=0)
+    assert sorted(i for b in bs for i in b) == list(range(300))
+    padded = [max(lengths[i] for i in b) * len(b) for b in bs]
+    assert all(len(b) == 1 or p <= 1000 for b, p in zip(bs, padded))
+    # no example cap: the short examples make batches larger than the default 32, and every batch but
+    # the last of its sorted pool (here one pool) is full: one more example would pass the budget
+    assert max(len(b) for b in bs) > 32
+    full = [p + max(lengths[i] for i in b) > 1000 for b, p in zip(bs, padded)]
+    assert sum(full) >= len(bs) - 1
+    assert bucket_batches(data, 0, max_tokens=1000, seed=0) == bs
+    with pytest.raises(ValueError, match="max_tokens"):
+        bucket_batches(data, 0)
+
+
 # ---------------------------------------------------------------------------------------------- corpora
 def test_dialogsum_reader_on_fixture(dialogsum_dir):
     train = load_split("dialogsum", dialogsum_dir, "train")

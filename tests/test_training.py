@@ -54,6 +54,24 @@ def test_validation_loss_is_token_mean_nll(tmp_path):
     assert validation_loss(model, data, 4, CPU, None) == pytest.approx(total / n, rel=1e-5)
 
 
+def test_token_batches_train_and_validate(tmp_path):
+    """train.batch_size = 0 with train.max_tokens (the GPU setting): batches by padded tokens alone, fewer
+    updates than one per few examples, the same token-mean validation loss, and the loss falls."""
+    vocab, data = tiny_encoded(16)
+    lengths = sorted(len(e.src) + len(e.tgt) for e in data)
+    budget = 6 * lengths[-1]                                  # room for at least 6 of the longest
+    model = tiny_transformer(len(vocab), seed=0, d_model=32, d_ff=64, heads=4, layers=2, dropout=0.1,
+                             max_src_len=64, max_tgt_len=24).train()
+    initial = validation_loss(model, data, 16, CPU, None)
+    assert validation_loss(model, data, 0, CPU, None, max_tokens=budget) == pytest.approx(initial, rel=1e-5)
+    cfg = TrainConfig(epochs=20, batch_size=0, max_tokens=budget, lr=3e-3, schedule="warmup_constant", warmup=5,
+                      precision="fp32")
+    st = fit(model, data, data, cfg, seed=1, ckpt_dir=tmp_path, device=CPU, **quiet)
+    assert st.finished and 20 <= st.step <= 20 * 3          # 16 examples in 1-3 token batches per epoch
+    assert validation_loss(model, data, 16, CPU, None) < 0.7 * initial
+    assert st.train_tokens == 20 * sum(len(e.src) + len(e.tgt) + 1 for e in data)
+
+
 def _fresh(vocab_size, seed=0):
     return tiny_transformer(vocab_size, seed=seed, d_model=16, d_ff=32, heads=2, layers=1, dropout=0.2,
                             max_src_len=64, max_tgt_len=24).train()

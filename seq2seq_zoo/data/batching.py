@@ -112,13 +112,21 @@ def collate(items: Sequence[Encoded]) -> Batch:
 def bucket_batches(data: Sequence[Encoded], batch_size: int, *, max_tokens: int | None = None,
                    shuffle: bool = True, seed: int = 0, epoch: int = 0, pool_factor: int = 50,
                    drop_last: bool = False) -> list[list[int]]:
-    """Index batches of similar length. Deterministic for (seed, epoch), so a resumed run can skip to
+    """Index batches of similar length: at most ``batch_size`` examples (0: no cap) and, with
+    ``max_tokens``, at most that many padded tokens (source + target length x examples; an example longer
+    than the cap is a batch of its own). Deterministic for (seed, epoch), so a resumed run can skip to
     batch k of its epoch and see exactly the batches it would have seen."""
+    if batch_size < 1 and max_tokens is None:
+        raise ValueError("batch_size 0 (no cap on examples) needs max_tokens")
     n = len(data)
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(n) if shuffle else np.arange(n)
     lengths = np.array([len(e.src) + len(e.tgt) for e in data])
-    pool = max(batch_size * pool_factor, batch_size)
+    if batch_size < 1:   # token batches alone: sort pools of about as many examples as fit 50 full batches
+        mean_len = max(1.0, float(lengths.mean())) if n else 1.0
+        pool = max(1, int(max_tokens // mean_len) * pool_factor)
+    else:
+        pool = max(batch_size * pool_factor, batch_size)
     batches: list[list[int]] = []
     for start in range(0, n, pool):
         chunk = order[start:start + pool]
@@ -127,7 +135,7 @@ def bucket_batches(data: Sequence[Encoded], batch_size: int, *, max_tokens: int 
         cur_max = 0
         for i in chunk:
             L = int(lengths[i])
-            too_many = len(cur) >= batch_size
+            too_many = batch_size >= 1 and len(cur) >= batch_size
             too_long = max_tokens is not None and cur and max(cur_max, L) * (len(cur) + 1) > max_tokens
             if too_many or too_long:
                 batches.append(cur)

@@ -26,13 +26,16 @@ from seq2seq_zoo.utils import load_checkpoint, load_weights
 
 
 @torch.no_grad()
-def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype, ddp=None) -> float:
-    """Mean token NLL (no label smoothing) over a split (sharded over the ranks of a DDP run)."""
+def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype, ddp=None,
+                    max_tokens: int | None = None) -> float:
+    """Mean token NLL (no label smoothing) over a split (sharded over the ranks of a DDP run), in the
+    training batches' sizes."""
     ddp = ddp or LOCAL
     was = model.training
     model.eval()
     nll, n = 0.0, 0
-    for _, batch in iterate(data, bucket_batches(data, batch_size, shuffle=False)[ddp.rank::ddp.world_size]):
+    for _, batch in iterate(data, bucket_batches(data, batch_size, max_tokens=max_tokens,
+                                                   shuffle=False)[ddp.rank::ddp.world_size]):
         batch.to(device)
         with autocast(device, dtype):
             out = model(batch)
@@ -332,7 +335,7 @@ def _total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
 
 def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log, ddp=None, vocab=None):
     t0 = time.perf_counter()
-    v = validation_loss(model, val_data, cfg.batch_size, device, dtype, ddp)
+    v = validation_loss(model, val_data, cfg.batch_size, device, dtype, ddp, max_tokens=cfg.max_tokens)
     point = {"step": st.step, "epoch": st.epoch + 1, "val_loss": v}
     if cfg.val_metric != "loss":  # best.pt by a decode metric (higher is better), e.g. SCST's ROUGE-1
         score = validation_score(model, val_data[: cfg.val_max or None], vocab, cfg, device, dtype)
@@ -367,7 +370,7 @@ def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, de
     first reference."""
     reward = RewardFunction(cfg.val_metric)
     total, n = 0.0, 0
-    for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, shuffle=False)):
+    for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, max_tokens=cfg.max_tokens, shuffle=False)):
         batch.to(device)
         with autocast(device, dtype):
             ids = greedy_ids(model, batch, cfg.rl_max_len)

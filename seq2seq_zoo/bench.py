@@ -74,6 +74,12 @@ class Shape:
 
 
 PAPER = Shape()
+# A Transformer that fills a GPU (run on CUDA only): head size 64, so the causal self-attention takes SDPA's
+# flash kernel; trained on token batches (train.batch_size = 0, train.max_tokens = GPU_MAX_TOKENS) of
+# sources 256-512 and targets 64-128 tokens, as the training loop builds them.
+GPU_SHAPE = Shape(vocab=32000, d_model=1024, d_ff=4096, heads=16, layers=6, batch=0, src_len=512, tgt_len=128)
+GPU_MAX_TOKENS = 65536         # padded source + target tokens per batch
+TARGET_GPU_MFU = 0.40          # model FLOP/s / measured bf16 matmul peak, at GPU_SHAPE
 TINY = Shape(vocab=60, d_model=16, d_ff=32, heads=2, layers=1, batch=2, src_len=12, tgt_len=6, dec_sources=2,
              dec_len=4, beams=2, rnn_emb=8, rnn_hidden=16)
 
@@ -832,13 +838,91 @@ def _warm_process(device: torch.device) -> None:
 
 
 # ---------------------------------------------------------------------------------------- the bench
+def token_batches(shape: Shape, max_tokens: int, n: int, seed: int = 0) -> list[Batch]:
+    """``n`` random examples with sources of shape.src_len/2 .. shape.src_len tokens and targets of
+    shape.tgt_len/2 .. shape.tgt_len positions, batched as the training loop does with train.batch_size = 0
+    and train.max_tokens (``bucket_batches``): the batches of a GPU run."""
+    g = np.random.default_rng(seed)
+    ex = []
+    for i in range(n):
+        S = int(g.integers(max(1, shape.src_len // 2), shape.src_len + 1))
+        T = int(g.integers(max(2, shape.tgt_len // 2), shape.tgt_len + 1))
+        ex += random_examples(shape, 1, seed=seed * 100003 + i, src_len=S, tgt_len=T)
+    return [collate([ex[i] for i in b]) for b in bucket_batches(ex, 0, max_tokens=max_tokens, seed=seed)]
+
+
+class BatchCycle:
+    """One trainer (one optimizer) over several batches, one per call in turn (their shapes differ, as in
+    training); ``src_tokens``/``tgt_tokens`` are the last call's."""
+
+    def __init__(self, model, batches: list[Batch], device: torch.device, dtype):
+        self.batches = [b.to(device) for b in batches]
+        self.trainer = Trainer(model, self.batches[0], device, dtype)
+        self.k = 0
+        self.dtype = dtype
+        self.src_tokens = self.tgt_tokens = 0
+
+    def __call__(self):
+        b = self.batches[self.k % len(self.batches)]
+        self.k += 1
+        self.trainer.batch = b
+        self.src_tokens, self.tgt_tokens = source_tokens(b), target_tokens(b)
+        return self.trainer()
+
+
+def measure_gpu_shape(shape: Shape, device: torch.device, plan: Plan, peaks: dict[str, float],
+                      dtype: torch.dtype | None, max_tokens: int = GPU_MAX_TOKENS,
+                      progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Our Transformer at ``shape`` on token batches: each timed update's model FLOP/s (6 x params x
+    non-pad tokens) over the measured bf16 peak; the median over the updates is the figure. Runs on any
+    device (the tests run it on CPU at a tiny shape); ``zoo bench`` runs it on CUDA at GPU_SHAPE."""
+    torch.manual_seed(0)
+    model, opts = our_transformer(shape, device)
+    fp = flop_params(model)
+    n_batches = max(plan.iters, 2)
+    # enough examples for n_batches batches of the cap: about max_tokens / mean padded length each
+    per_batch = max(1, max_tokens // ((3 * shape.src_len + 3 * shape.tgt_len) // 4))
+    batches = token_batches(shape, max_tokens, per_batch * (n_batches + 1))[:n_batches]
+    cyc = BatchCycle(model, batches, device, dtype)
+    with PeakMemory(device) as mem:
+        for _ in range(plan.warmup * len(batches)):
+            cyc()
+        sync(device)
+    rates, times, tokens = [], [], []
+    for _ in range(plan.iters):
+        sync(device)
+        t0 = time.perf_counter()
+        cyc()
+        sync(device)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        rates.append(train_flops(fp, cyc.src_tokens, cyc.tgt_tokens) / dt / 1e9)
+        tokens.append(cyc.tgt_tokens / dt)
+    gflops = median(rates)
+    peak = peaks.get("bf16") if dtype in (torch.bfloat16, torch.float16) else peaks.get("fp32")
+    out = {"options": opts, "params": sum(p.numel() for p in model.parameters()), "flop_params": fp,
+           "max_tokens": max_tokens, "precision": precision_name(dtype),
+           "batch_examples": [len(b.ids) for b in batches],
+           "batch_padded_tokens": [int(b.src.numel() + b.tgt_out.numel()) for b in batches],
+           "step_s_all": times, "model_gflops_all": rates, "model_gflops": gflops,
+           "tokens_per_s": median(tokens), "peak_gflops": peak,
+           "peak_kind": "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32",
+           "mfu": gflops / peak if peak else None, "peak_mem_mb": mem.peak_mb}
+    progress(f"    {out['params'] / 1e6:.0f}M parameters, batches of {min(out['batch_examples'])}-"
+             f"{max(out['batch_examples'])} examples (max_tokens {max_tokens:,}): {gflops:,.0f} GFLOP/s, "
+             + (f"{100 * out['mfu']:.0f}% of the {out['peak_kind']} peak, " if out["mfu"] else "")
+             + f"peak +{mem.peak_mb:,.0f} MB")
+    return out
+
+
 def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool, data_dir: str | None = None,
                full_epoch: bool = False, progress: Callable[[str], None] = log) -> dict[str, Any]:
     """Every measurement on one device; returns the JSON-ready figures."""
     res: dict[str, Any] = {"device": str(device), "beams": shape.beams, "notes": []}
     default_dtype = autocast_dtype("auto", device)
     res["default_precision"] = precision_name(default_dtype)
-    stages = 7 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples)
+    gpu_shape = device.type == "cuda"
+    stages = 7 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples) + gpu_shape
     k = 0
     _warm_process(device)
 
@@ -891,6 +975,18 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
         del trainers
         progress(f"    ({time.perf_counter() - t:.0f}s)")
     res["training"] = train
+
+    if gpu_shape:
+        g = GPU_SHAPE
+        t = stage(f"training at a GPU-sized shape, {precision_name(default_dtype)}: our Transformer d_model "
+                  f"{g.d_model}, {g.layers}+{g.layers} layers, vocabulary {g.vocab:,}, token batches of "
+                  f"{GPU_MAX_TOKENS:,} padded tokens")
+        try:
+            res["gpu_shape"] = measure_gpu_shape(g, device, plan, peaks, default_dtype, GPU_MAX_TOKENS, progress)
+        except torch.cuda.OutOfMemoryError as e:
+            res["notes"].append(f"GPU-sized shape not measured: out of memory ({e})")
+            progress(f"    note: {res['notes'][-1]}")
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     # decoding: beam 4 (fixed length), ours in its default precision, the peer in fp32 and bf16
     t = stage(f"beam-{shape.beams} decoding: {shape.dec_sources} sources x {shape.dec_len} tokens")
@@ -1005,6 +1101,11 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(_target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours ({dp}) / peer's best ({best[5:]})",
                            d_ours / d_peer,
                            TARGET_DECODE_VS_PEER, "x"))
+    gs = res.get("gpu_shape")
+    if gs and gs.get("mfu"):
+        out.append(_target(f"Transformer at a GPU-sized shape ({gs['params'] / 1e6:.0f}M parameters, token batches "
+                           f"of {gs['max_tokens']:,}), model FLOP/s / {gs['peak_kind']} matmul peak",
+                           gs["mfu"], TARGET_GPU_MFU, ""))
     sc = res.get("scaling")
     if sc:
         full = [r for r in sc["rows"] if r["fraction"] == 1.0]
@@ -1094,6 +1195,7 @@ def markdown(report: dict[str, Any]) -> str:
                 ratios.append(f"{p} {tr[f'ours_{p}']['tokens_per_s'] / tr[f'peer_{p}']['tokens_per_s']:.2f}x")
         if ratios:
             L += ["", "Ours / peer at the same precision: " + ", ".join(ratios) + "."]
+        L += gpu_shape_markdown(dev.get("gpu_shape"))
         L += ["", f"### Beam-{s['beams']} decoding ({s['dec_sources']} sources x {s['dec_len']} tokens, cached "
               "keys/values, all beams as one batch)", "",
               "| model | precision | generated tok/s | seconds | peak memory (MB) |", "|---|---|---|---|---|"]
@@ -1134,6 +1236,23 @@ def markdown(report: dict[str, Any]) -> str:
             L += ["", "Notes:"] + [f"- {n}" for n in dev["notes"]]
     L += ["", "Figures: `bench.json` beside this file (every timed iteration included). Re-run: `zoo bench`."]
     return "\n".join(L) + "\n"
+
+
+def gpu_shape_markdown(gs: dict[str, Any] | None) -> list[str]:
+    """The GPU-sized training stage (CUDA only): model FLOP/s against the measured peak."""
+    if not gs:
+        return []
+    o = gs["options"]
+    mfu = "—" if gs["mfu"] is None else f"{100 * gs['mfu']:.0f}%"
+    return ["", f"### Training at a GPU-sized shape ({gs['precision']})", "",
+            f"Our Transformer, d_model {o['d_model']}, d_ff {o['d_ff']}, {o['heads']} heads (head size "
+            f"{o['d_model'] // o['heads']}), {o['layers']}+{o['layers']} layers, {gs['params']:,} parameters; "
+            f"token batches (`train.batch_size = 0`, `train.max_tokens = {gs['max_tokens']}`) of "
+            f"{min(gs['batch_examples'])}-{max(gs['batch_examples'])} examples with sources and targets of "
+            "varied length. Median over the timed updates:", "",
+            "| model GFLOP/s | peak GFLOP/s | MFU | target tok/s | peak memory (MB) |", "|---|---|---|---|---|",
+            f"| {_fmt(gs['model_gflops'])} | {_fmt(gs['peak_gflops'])} ({gs['peak_kind']}) | {mfu} | "
+            f"{_fmt(gs['tokens_per_s'])} | {_fmt(gs['peak_mem_mb'])} |"]
 
 
 def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:

@@ -53,3 +53,30 @@ def test_gpu_flop_rate_is_reported_against_the_devices_bf16_peak():
     fig = bench.train_figures(T(), [0.5, 1.0, 2.0], fp, {"bf16": 2e-6, "fp32": 1e-6}, None)
     assert fig["step_s"] == 1.0 and fig["model_gflops"] == pytest.approx(flops / 1e9)
     assert fig["mfu_bf16"] == pytest.approx(flops / 1e9 / 2e-6)
+
+
+def test_gpu_shape_stage_times_token_batches_and_reports_mfu_against_the_peak():
+    """The GPU-sized stage's logic at a tiny shape on CPU: token batches as the loop builds them (no
+    example cap, each under max_tokens, shapes that differ), FLOP/s per update from that update's own
+    tokens, MFU against the peak of the precision trained in, and a target row."""
+    shape = bench.Shape(vocab=50, d_model=16, d_ff=32, heads=2, layers=1, batch=0, src_len=24, tgt_len=10,
+                        dropout=0.0)
+    batches = bench.token_batches(shape, max_tokens=200, n=40)
+    # the loop's rule: the longest source + target (words) in the batch x examples <= max_tokens
+    padded = [int((b.src_len + (b.tgt_out != 0).sum(1) - 1).max()) * len(b.ids) for b in batches]
+    assert sum(len(b.ids) for b in batches) == 40
+    assert all(p <= 200 or len(b.ids) == 1 for p, b in zip(padded, batches))
+    assert len({tuple(b.src.shape) for b in batches}) > 1              # varied lengths, varied shapes
+    plan = bench.Plan(warmup=1, iters=3)
+    peaks = {"bf16": None, "fp32": 1.0}                                  # 1 GFLOP/s: MFU = the GFLOP/s
+    out = bench.measure_gpu_shape(shape, torch.device("cpu"), plan, peaks, None, max_tokens=200,
+                                  progress=lambda s: None)
+    assert out["peak_kind"] == "fp32" and out["precision"] == "fp32"
+    assert len(out["model_gflops_all"]) == 3 and out["model_gflops"] == sorted(out["model_gflops_all"])[1]
+    assert out["mfu"] == pytest.approx(out["model_gflops"])
+    assert max(out["batch_examples"]) > 1
+    rows = bench.targets({"gpu_shape": out})
+    assert rows and rows[0]["goal"] == bench.TARGET_GPU_MFU and rows[0]["value"] == out["mfu"]
+    md = "\n".join(bench.gpu_shape_markdown(out))
+    assert "### Training at a GPU-sized shape (fp32)" in md and "`train.max_tokens = 200`" in md
+    assert f"| {100 * out['mfu']:.0f}% |" in md

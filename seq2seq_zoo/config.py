@@ -398,7 +398,7 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
         raise ctx.fail(f"{label}.train.batch_size", "0 means batches by padded tokens alone; set train.max_tokens "
                        "too (e.g. 8192), or give a number of examples")
     if built["decode"].batch_size == 0:
-        raise ctx.fail(f"{label}.decode.batch_size", "0 must be >= 1 (decoding batches count examples)")
+        raise ctx.fail(f"{label}.decode.batch_size", "must be >= 1, not 0 (decoding batches count examples)")
     too_long = decode_too_long(built["decode"], built["data"])
     if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
         raise ctx.fail(f"{label}.decode.max_len", too_long)

@@ -853,20 +853,17 @@ def token_batches(shape: Shape, max_tokens: int, n: int, seed: int = 0) -> list[
 
 class BatchCycle:
     """One trainer (one optimizer) over several batches, one per call in turn (their shapes differ, as in
-    training); ``src_tokens``/``tgt_tokens`` are the last call's."""
+    training); ``tokens`` lists each call's (source, target) non-pad tokens."""
 
     def __init__(self, model, batches: list[Batch], device: torch.device, dtype):
         self.batches = [b.to(device) for b in batches]
         self.trainer = Trainer(model, self.batches[0], device, dtype)
-        self.k = 0
-        self.dtype = dtype
-        self.src_tokens = self.tgt_tokens = 0
+        self.tokens: list[tuple[int, int]] = []
 
     def __call__(self):
-        b = self.batches[self.k % len(self.batches)]
-        self.k += 1
+        b = self.batches[len(self.tokens) % len(self.batches)]
+        self.tokens.append((source_tokens(b), target_tokens(b)))
         self.trainer.batch = b
-        self.src_tokens, self.tgt_tokens = source_tokens(b), target_tokens(b)
         return self.trainer()
 
 
@@ -888,25 +885,19 @@ def measure_gpu_shape(shape: Shape, device: torch.device, plan: Plan, peaks: dic
         for _ in range(plan.warmup * len(batches)):
             cyc()
         sync(device)
-    rates, times, tokens = [], [], []
-    for _ in range(plan.iters):
-        sync(device)
-        t0 = time.perf_counter()
-        cyc()
-        sync(device)
-        dt = time.perf_counter() - t0
-        times.append(dt)
-        rates.append(train_flops(fp, cyc.src_tokens, cyc.tgt_tokens) / dt / 1e9)
-        tokens.append(cyc.tgt_tokens / dt)
+    times = interleaved({"gpu": cyc}, plan.iters, device)["gpu"]
+    timed = cyc.tokens[-plan.iters:]
+    rates = [train_flops(fp, src, tgt) / dt / 1e9 for (src, tgt), dt in zip(timed, times)]
     gflops = median(rates)
-    peak = peaks.get("bf16") if dtype in (torch.bfloat16, torch.float16) else peaks.get("fp32")
-    out = {"options": opts, "params": sum(p.numel() for p in model.parameters()), "flop_params": fp,
+    low = dtype in (torch.bfloat16, torch.float16)
+    peak = peaks.get("bf16") if low else peaks.get("fp32")
+    out = {"options": opts, "params": count_parameters(model)["total"], "flop_params": fp,
            "max_tokens": max_tokens, "precision": precision_name(dtype),
            "batch_examples": [len(b.ids) for b in batches],
            "batch_padded_tokens": [int(b.src.numel() + b.tgt_out.numel()) for b in batches],
            "step_s_all": times, "model_gflops_all": rates, "model_gflops": gflops,
-           "tokens_per_s": median(tokens), "peak_gflops": peak,
-           "peak_kind": "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32",
+           "tokens_per_s": median([tgt / dt for (_, tgt), dt in zip(timed, times)]), "peak_gflops": peak,
+           "peak_kind": "bf16" if low else "fp32",
            "mfu": gflops / peak if peak else None, "peak_mem_mb": mem.peak_mb}
     progress(f"    {out['params'] / 1e6:.0f}M parameters, batches of {min(out['batch_examples'])}-"
              f"{max(out['batch_examples'])} examples (max_tokens {max_tokens:,}): {gflops:,.0f} GFLOP/s, "

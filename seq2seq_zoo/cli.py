@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "settings (no retraining), score the evaluation split (and the training "
                                    "sample if the run has eval.train_sample), write RUN_DIR/decodes/NAME/ and "
                                    "rebuild the experiment's report, where it appears as a row (run x decode).",
-                       epilog="Example:\n  zoo eval results/dialogsum_transformer/strong "
+                       epilog="Example:\n  zoo eval results/dialogsum_transformer/strong-seed1 "
                               "--decode beam_size=8,length_penalty=1.0 --name beam8_lp1",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir")

@@ -252,6 +252,7 @@ def _sigterm_like_ctrl_c():
 # ----------------------------------------------------------------------------------------------- run
 def cmd_run(args) -> int:
 
+    from seq2seq_zoo import reuse
     from seq2seq_zoo.config import load_experiment
     from seq2seq_zoo.report import build_report
     from seq2seq_zoo.runner import run
@@ -290,6 +291,17 @@ def cmd_run(args) -> int:
             if rec.exists() and not args.force:
                 print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
                 continue
+            src = reuse.source_dir(Path(args.results), spec.same_as, spec.seed) if spec.same_as else None
+            if src is not None:  # the same run, finished by another experiment: take it over, do not retrain
+                if ddp is None or ddp.is_main:
+                    record = reuse.take_over(spec, src, out, order=order.index(spec.name),
+                                             command="zoo " + " ".join(sys.argv[1:]))
+                    print(f"[{spec.name}] same_as {spec.same_as}: took over {src} (identical settings; not "
+                          f"trained again): ROUGE-1 {record['eval']['scores'].get('rouge1', 0):.2f}")
+                continue
+            if spec.same_as:
+                print(f"[{spec.name}] same_as {spec.same_as}: no finished run for seed {spec.seed} under "
+                      f"{args.results}; training it here")
             if (out / "checkpoints" / "last.pt").exists() and not (args.resume or args.force):
                 raise UserError(f"run '{spec.name}' has an unfinished checkpoint in {out / 'checkpoints'}; "
                                 f"continue it with --resume, or start again with --force")

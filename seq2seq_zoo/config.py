@@ -111,7 +111,7 @@ class EvalConfig:
 
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
-RUN_KEYS = {"name", "model", "seed", "description"}
+RUN_KEYS = {"name", "model", "seed", "description", "same_as"}
 
 
 @dataclass
@@ -128,18 +128,19 @@ class RunSpec:
     profile: str | None = None
     data_dir: str | None = None
     description: str = ""
+    same_as: str | None = None   # "EXPERIMENT/RUN": the same run, trained by another experiment (see reuse.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
                 "model_options": dict(self.model_options), "profile": self.profile,
-                "description": self.description,
+                "description": self.description, **({"same_as": self.same_as} if self.same_as else {}),
                 **{k: dataclasses.asdict(getattr(self, k)) for k in SECTIONS}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
         return cls(experiment=d["experiment"], name=d["name"], seed=d["seed"], model=d["model"],
                    model_options=d.get("model_options", {}), profile=d.get("profile"),
-                   description=d.get("description", ""),
+                   description=d.get("description", ""), same_as=d.get("same_as"),
                    **{k: _build(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
 
 
@@ -379,6 +380,10 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
     name = run.pop("name")
     run.pop("seed", None)
     desc = run.pop("description", "")
+    same_as = run.pop("same_as", None)
+    if same_as is not None and not (isinstance(same_as, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", same_as)):
+        raise ctx.fail(f"{label}.same_as", f"expected \"EXPERIMENT/RUN\" (a run of another experiment with the "
+                       f"very same settings, e.g. \"optimizer/noam_scaled\"), got {same_as!r}")
     sections = {k: run.pop(k, {}) for k in SECTIONS}
     opts_known = model_options(model)
     for k, v in run.items():
@@ -410,7 +415,7 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
         _check_name(ctx, f"{label}.eval.metrics", METRICS, m)
     _try_build(ctx, label, model, run, built["data"])
     return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
-                   profile=profile, data_dir=data_dir, description=desc, **built)
+                   profile=profile, data_dir=data_dir, description=desc, same_as=same_as, **built)
 
 
 def _check_data_options(ctx, label: str, data: DataConfig) -> None:

@@ -93,10 +93,14 @@ def _settings_lines(records: list[dict]) -> list[str]:
                  f"**precision**: {', '.join(precs)}")
     lines.append(f"- **Hardware**: {'; '.join(hws)}")
     total = sum(compute_seconds(r) for r in records)
-    resumed = [r["run"] for r in records if _was_resumed(r)]
+    resumed = [r["run"] for r in records if _was_resumed(r) and "reused_from" not in r]
+    reused = [r for r in records if "reused_from" in r]
     lines.append(f"- **Wall time**: {total / 60:.1f} min for {len(records)} run(s) (training, validation, decoding "
                  "and scoring, summed over resumed invocations); per-run training minutes and tokens/s are in "
-                 "the table." + (f" Resumed after an interruption: {', '.join(resumed)}." if resumed else ""))
+                 "the table." + (f" Resumed after an interruption: {', '.join(resumed)}." if resumed else "")
+                 + (" Taken over from another experiment's identical run (`same_as`; not trained again, so not "
+                    "in this total; its training minutes are in the table): "
+                    + ", ".join(f"{r['run']} = {r['reused_from']['run']}" for r in reused) + "." if reused else ""))
     cmds = sorted({r.get("command") or "" for r in records} - {""})
     if cmds:
         lines.append("- **Command**: " + "; ".join(f"`{c}`" for c in cmds))

@@ -1,6 +1,8 @@
 """Comparison tables from run records (pandas -> markdown, CSV, LaTeX)."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 SCORE_COLUMNS = [
@@ -50,6 +52,9 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         row["converged"] = "" if base else convergence(r)
         row["train min"] = None if base else tr["train_seconds"] / 60
         row["tok/s"] = tr["tokens_per_s"]
+        if any("reused_from" in x for x in records):  # same_as: trained once, by another experiment
+            # the source run without its -seedN suffix (the seed column has it), so seeds aggregate
+            row["trained as"] = re.sub(r"-seed\d+$", "", r.get("reused_from", {}).get("run", ""))
         rows.append(row)
     df = pd.DataFrame(rows)
     # score columns in the fixed order, whichever run had them first

@@ -1,0 +1,107 @@
+"""Runs two experiments share (a run's ``same_as = "EXPERIMENT/RUN"``).
+
+Two experiment files can contain the very same run: e.g. ``regularisation``'s ``dropout_ls`` (dropout 0.1,
+label smoothing 0.1, Noam with a one-epoch warm-up) is, setting for setting, ``optimizer``'s
+``noam_scaled``. With ``same_as`` the run is not trained a second time: when the named run (the same seed)
+has finished under the results folder, its record and outputs are taken over, after checking that every
+setting that can change the result is equal, including model options left at the model's default. If the
+settings differ, ``zoo run`` stops and names them; if the other run has not finished, the run is trained
+here as usual. The record says where it came from (``reused_from``) and the tables show it.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from seq2seq_zoo.config import RunSpec
+from seq2seq_zoo.errors import UserError
+from seq2seq_zoo.registry import model_options
+from seq2seq_zoo.results import write_record
+from seq2seq_zoo.utils import read_json
+
+# spec keys that name or describe a run without changing what it computes
+_NAMING = {"experiment", "name", "description", "same_as", "profile"}
+# train.* keys that change where and how fast a run trains, not what it learns (as in the tables)
+_PLACEMENT = {"device", "threads", "checkpoint_every"}
+# files of a run folder that are taken over (not checkpoints/ or decodes/: those belong to the source)
+_FILES = ("predictions.jsonl", "scores.jsonl", "examples.json", "attention.json", "positional.json")
+SAME_AS_PATTERN = r"[\w.-]+/[\w.-]+"
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "options":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def comparable(spec: dict) -> dict[str, Any]:
+    """A spec (``RunSpec.to_dict()``) as flat ``key: value`` pairs of everything that can change its
+    results: model options filled in with the model's defaults, naming and placement keys left out."""
+    d = {k: v for k, v in spec.items() if k not in _NAMING}
+    try:
+        defaults = model_options(d["model"])
+    except Exception:  # a model this version no longer has: compare what was written
+        defaults = {}
+    d["model_options"] = {**defaults, **d.get("model_options", {})}
+    d["train"] = {k: v for k, v in d.get("train", {}).items() if k not in _PLACEMENT}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in _flat(d).items()}
+
+
+def differences(a: dict, b: dict) -> list[str]:
+    """Settings in which two specs differ, as ``key: A vs B`` lines."""
+    fa, fb = comparable(a), comparable(b)
+    return [f"{k}: {fa.get(k, '(not set)')!r} vs {fb.get(k, '(not set)')!r}"
+            for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def source_dir(results: Path, same_as: str, seed: int) -> Path | None:
+    """The finished run ``same_as`` names, for this seed: ``results/EXP/RUN-seedN`` (a run with several
+    seeds) or ``results/EXP/RUN`` (one seed, checked against the record's seed). None if not finished."""
+    if not re.fullmatch(SAME_AS_PATTERN, same_as):
+        raise UserError(f"same_as = {same_as!r}: expected 'EXPERIMENT/RUN', e.g. 'optimizer/noam_scaled'")
+    exp, run = same_as.split("/")
+    for name in (f"{run}-seed{seed}", run):
+        d = Path(results) / exp / name
+        if (d / "record.json").is_file():
+            if name == run and read_json(d / "record.json", "record").get("seed") != seed:
+                continue
+            return d
+    return None
+
+
+def take_over(spec: RunSpec, src: Path, out: Path, *, order: int, command: str | None) -> dict:
+    """Copy the finished run ``src`` into ``out`` as ``spec``'s results, after checking the settings match.
+    Raises UserError naming the differing settings."""
+    rec = read_json(src / "record.json", "record")
+    diff = differences(spec.to_dict(), rec["spec"])
+    if rec.get("seed") != spec.seed:
+        diff.insert(0, f"seed: {spec.seed!r} vs {rec.get('seed')!r}")
+    if diff:
+        shown = "\n  ".join(diff[:8]) + (f"\n  ... and {len(diff) - 8} more" if len(diff) > 8 else "")
+        raise UserError(f"run '{spec.name}': same_as = '{spec.same_as}', but {src} was trained with other "
+                        f"settings (here vs there):\n  {shown}\nMake the settings equal, or remove same_as to "
+                        f"train this run on its own.")
+    out.mkdir(parents=True, exist_ok=True)
+    for f in _FILES:
+        if (src / f).is_file():
+            shutil.copyfile(src / f, out / f)
+    src_run = f"{rec['experiment']}/{rec['run']}"
+    record = {k: v for k, v in rec.items() if k != "schema"}
+    record.update({
+        "experiment": spec.experiment, "run": spec.name, "order": order, "spec": spec.to_dict(),
+        "command": command or record.get("command"),
+        "reused_from": {"run": src_run, "command": rec.get("command"), "finished": rec.get("finished"),
+                        "wall_seconds": rec.get("wall_seconds"), "compute_seconds": rec.get("compute_seconds")},
+        "taken_over": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # nothing was computed for this experiment; the source's time stays in reused_from and the tables
+        "wall_seconds": 0.0, "compute_seconds": 0.0,
+    })
+    write_record(out, record)
+    return record

@@ -58,11 +58,30 @@ def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
     return LEGACY_MODEL_DEFAULTS.get(spec.model, {})
 
 
+def _checkpoint_dir(run_dir: Path, record: dict | None) -> Path:
+    """``<run>/checkpoints``; for a run taken over from another experiment (``same_as``: the record's
+    ``reused_from``), the source run's checkpoints when this folder has none."""
+    ck = run_dir / "checkpoints"
+    if (ck / "vocab.json").is_file():
+        return ck
+    if record is None:
+        try:
+            record = json.loads((run_dir / "record.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ck
+    src = (record.get("reused_from") or {}).get("run") if isinstance(record, dict) else None
+    if src:
+        alt = run_dir.parent.parent / src / "checkpoints"  # results/<experiment>/<run>
+        if (alt / "vocab.json").is_file():
+            return alt
+    return ck
+
+
 def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: str = "this command",
                      record: dict | None = None) -> TrainedRun:
     """A trained run's spec, vocabulary and model with the weights of ``checkpoints/<checkpoint>``.
     ``purpose`` names the command in the message when a file is missing."""
-    ck = Path(run_dir) / "checkpoints"
+    ck = _checkpoint_dir(Path(run_dir), record)
     for f in ("vocab.json", checkpoint):
         if not (ck / f).is_file():
             raise MissingFile(f"{ck / f} not found: {purpose} needs the run's checkpoints, which are not committed "

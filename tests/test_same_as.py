@@ -130,3 +130,18 @@ def test_comparable_ignores_naming_and_placement_but_not_settings():
     other["data"]["options"] = {"k": 2}
     assert differences(base, other) == ["data.options: {'k': 1} vs {'k': 2}"]
     assert comparable(base)["model_options.pe"] == "sinusoidal"   # defaults filled in
+
+
+def test_decode_sweep_of_a_taken_over_run_uses_the_source_checkpoint(first, capsys):
+    """[[decode]] entries re-decode the best checkpoint; a taken-over run has none of its own, so the
+    source run's is used, and gives what re-decoding the source gives."""
+    tmp, data_dir, results = first
+    toml = _second(tmp, data_dir, '[[runs]]\nname = "shared"\npe = "sinusoidal"\nsame_as = "first/base"\n\n'
+                                  '[[decode]]\nname = "greedy"\nmethod = "greedy"\n', name="fifth")
+    assert _run(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    dec = json.loads((results / "fifth" / "shared" / "decodes" / "greedy" / "record.json").read_text())
+    assert dec["eval"]["decode"]["method"] == "greedy"
+    assert _run(["eval", str(results / "first" / "base"), "--decode", "method=greedy", "--name", "greedy"]) == 0
+    ref = json.loads((results / "first" / "base" / "decodes" / "greedy" / "record.json").read_text())
+    assert dec["eval"]["scores"] == ref["eval"]["scores"]
+    assert not (results / "fifth" / "shared" / "checkpoints").exists()

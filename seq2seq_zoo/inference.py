@@ -60,10 +60,8 @@ def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
 
 def _checkpoint_dir(run_dir: Path, record: dict | None) -> Path:
     """``<run>/checkpoints``; for a run taken over from another experiment (``same_as``: the record's
-    ``reused_from``), the source run's checkpoints when this folder has none."""
+    ``reused_from``), the source run's checkpoints (any here are of an unfinished training of its own)."""
     ck = run_dir / "checkpoints"
-    if (ck / "vocab.json").is_file():
-        return ck
     if record is None:
         try:
             record = json.loads((run_dir / "record.json").read_text(encoding="utf-8"))

@@ -291,11 +291,12 @@ def cmd_run(args) -> int:
             if rec.exists() and not args.force:
                 print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
                 continue
+            all_order = order.index(spec.name)
+            cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
             src = reuse.source_dir(Path(args.results), spec.same_as, spec.seed) if spec.same_as else None
             if src is not None:  # the same run, finished by another experiment: take it over, do not retrain
                 if ddp is None or ddp.is_main:
-                    record = reuse.take_over(spec, src, out, order=order.index(spec.name),
-                                             command="zoo " + " ".join(sys.argv[1:]))
+                    record = reuse.take_over(spec, src, out, order=all_order, command=cmd)
                     print(f"[{spec.name}] same_as {spec.same_as}: took over {src} (identical settings; not "
                           f"trained again): ROUGE-1 {record['eval']['scores'].get('rouge1', 0):.2f}")
                 continue
@@ -308,8 +309,6 @@ def cmd_run(args) -> int:
             if args.force and not args.resume:
                 for f in ("last.pt", "best.pt"):
                     (out / "checkpoints" / f).unlink(missing_ok=True)
-            all_order = order.index(spec.name)
-            cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
             record = run(spec, out, data_dir=args.data_dir, resume=args.resume, progress=not args.no_progress,
                          order=all_order, command=cmd)
             if record is None:  # DDP rank > 0: rank 0 writes the results

@@ -112,6 +112,7 @@ class EvalConfig:
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
 RUN_KEYS = {"name", "model", "seed", "description", "same_as"}
+SAME_AS_PATTERN = r"[\w.-]+/[\w.-]+"   # a run's same_as: "EXPERIMENT/RUN" (reuse.py)
 
 
 @dataclass
@@ -381,7 +382,7 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
     run.pop("seed", None)
     desc = run.pop("description", "")
     same_as = run.pop("same_as", None)
-    if same_as is not None and not (isinstance(same_as, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", same_as)):
+    if same_as is not None and not (isinstance(same_as, str) and re.fullmatch(SAME_AS_PATTERN, same_as)):
         raise ctx.fail(f"{label}.same_as", f"expected \"EXPERIMENT/RUN\" (a run of another experiment with the "
                        f"very same settings, e.g. \"optimizer/noam_scaled\"), got {same_as!r}")
     sections = {k: run.pop(k, {}) for k in SECTIONS}

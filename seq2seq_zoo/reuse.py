@@ -10,8 +10,8 @@ here as usual. The record says where it came from (``reused_from``) and the tabl
 """
 from __future__ import annotations
 
-import re
 import shutil
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,6 @@ _NAMING = {"experiment", "name", "description", "same_as", "profile"}
 _PLACEMENT = {"device", "threads", "checkpoint_every"}
 # files of a run folder that are taken over (not checkpoints/ or decodes/: those belong to the source)
 _FILES = ("predictions.jsonl", "scores.jsonl", "examples.json", "attention.json", "positional.json")
-SAME_AS_PATTERN = r"[\w.-]+/[\w.-]+"
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -63,9 +62,8 @@ def differences(a: dict, b: dict) -> list[str]:
 
 def source_dir(results: Path, same_as: str, seed: int) -> Path | None:
     """The finished run ``same_as`` names, for this seed: ``results/EXP/RUN-seedN`` (a run with several
-    seeds) or ``results/EXP/RUN`` (one seed, checked against the record's seed). None if not finished."""
-    if not re.fullmatch(SAME_AS_PATTERN, same_as):
-        raise UserError(f"same_as = {same_as!r}: expected 'EXPERIMENT/RUN', e.g. 'optimizer/noam_scaled'")
+    seeds) or ``results/EXP/RUN`` (one seed, checked against the record's seed). None if not finished.
+    ``same_as`` is checked when the experiment file is read (config.SAME_AS_PATTERN)."""
     exp, run = same_as.split("/")
     for name in (f"{run}-seed{seed}", run):
         d = Path(results) / exp / name
@@ -96,7 +94,7 @@ def take_over(spec: RunSpec, src: Path, out: Path, *, order: int, command: str |
     record = {k: v for k, v in rec.items() if k != "schema"}
     record.update({
         "experiment": spec.experiment, "run": spec.name, "order": order, "spec": spec.to_dict(),
-        "command": command or record.get("command"),
+        "command": command or " ".join(sys.argv),   # this invocation, as runner.run records it
         "reused_from": {"run": src_run, "command": rec.get("command"), "finished": rec.get("finished"),
                         "wall_seconds": rec.get("wall_seconds"), "compute_seconds": rec.get("compute_seconds")},
         "taken_over": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -20,6 +20,7 @@ def results_table(records: list[dict]) -> pd.DataFrame:
     varying = [k for k in keys if len({repr(o.get(k)) for o in opts}) > 1]
     datasets = {r["data"]["dataset"] for r in records}
     trained = [x for x in records if not x.get("baseline")] or records
+    reused = any("reused_from" in x for x in records)  # same_as: trained once, by another experiment
     rows = []
     for r, o in zip(records, opts):
         base = bool(r.get("baseline"))  # an extractive baseline: no training, no decoder
@@ -52,8 +53,7 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         row["converged"] = "" if base else convergence(r)
         row["train min"] = None if base else tr["train_seconds"] / 60
         row["tok/s"] = tr["tokens_per_s"]
-        if any("reused_from" in x for x in records):  # same_as: trained once, by another experiment
-            # the source run without its -seedN suffix (the seed column has it), so seeds aggregate
+        if reused:  # the source run without its -seedN suffix (the seed column has it), so seeds aggregate
             row["trained as"] = re.sub(r"-seed\d+$", "", r.get("reused_from", {}).get("run", ""))
         rows.append(row)
     df = pd.DataFrame(rows)

@@ -601,7 +601,7 @@ def cmd_params(args) -> int:
 def cmd_eval(args) -> int:
     from seq2seq_zoo.metrics import evaluate
     from seq2seq_zoo.results import read_predictions
-    _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax)")
+    _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
     if getattr(args, "data_dir", None):
         _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if args.decode is not None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-score a run's predictions.jsonl WITHOUT seq2seq-zoo: only `rouge-score` is needed.
 
-    python tools/rescore.py results/pe_ablation/tmax/predictions.jsonl
+    python tools/rescore.py results/pe_ablation/tmax-seed1/predictions.jsonl
 
 Prints ROUGE-1/2/L F1 x 100 with Porter stemming, mean and max over the references of each example,
 so anyone can check the committed tables independently.

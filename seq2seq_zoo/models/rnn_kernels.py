@@ -73,6 +73,14 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
 
 
 # ------------------------------------------------------------------------------------------- attention
+def _no_autocast(x: torch.Tensor):
+    """Autocast off for a custom backward, which converts its operands itself. On a GPU the forward ran
+    under the caller's autocast (bf16/fp16 matmul outputs) and the backward's autocast state is not the
+    forward's, so an op there must not depend on it (``torch.amp.custom_bwd`` would need the device type
+    at definition; these kernels serve CPU and GPU)."""
+    return torch.autocast(x.device.type, enabled=False)
+
+
 class _AdditiveEnergy(torch.autograd.Function):
     """e = v^T tanh(x) with x = keys + q [+ cov w_c], from the doubled inputs keys2 = 2 keys (B, S, n),
     q2 = 2 q (B, T, n): tanh x = 2 sigmoid(2x) - 1, so e = 2 v^T sigmoid(u) - sum(v) with u = keys2 + q2
@@ -89,7 +97,15 @@ class _AdditiveEnergy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, de):
+        with _no_autocast(de):
+            return _AdditiveEnergy._backward(ctx, de)
+
+    @staticmethod
+    def _backward(ctx, de):
         sig, v, cov, w_c = ctx.saved_tensors
+        # a GPU keeps autocast on in the forward (``fp32_on_cpu``), so the energies came out of a bf16/fp16
+        # matmul: their gradient is taken in sig's precision (fp32), every operand converted explicitly
+        de = de.to(sig.dtype)
         du = torch.ops.aten.sigmoid_backward(de.unsqueeze(-1) * (2 * v), sig)   # (B, T, S, n)
         n = sig.size(-1)
         dkeys2 = dq2 = dv = dcov = dw_c = None
@@ -100,9 +116,9 @@ class _AdditiveEnergy(torch.autograd.Function):
         if ctx.needs_input_grad[2]:
             dv = 2 * sig.reshape(-1, n).t().mv(de.reshape(-1)) - de.sum()
         if cov is not None and ctx.needs_input_grad[3]:
-            dcov = torch.matmul(du, 2 * w_c)
+            dcov = torch.matmul(du, 2 * w_c.to(du.dtype))
         if cov is not None and ctx.needs_input_grad[4]:
-            dw_c = 2 * du.reshape(-1, n).t().mv(cov.reshape(-1))
+            dw_c = 2 * du.reshape(-1, n).t().mv(cov.reshape(-1).to(du.dtype))
         return dkeys2, dq2, dv, dcov, dw_c
 
 
@@ -153,7 +169,8 @@ class _Tap(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        d = ctx.owner.memory_grad()
+        with _no_autocast(g if g is not None else ctx.owner.memory):
+            d = ctx.owner.memory_grad()
         if g is not None:
             d = d + g if d is not None else g
         return d, None
@@ -171,8 +188,12 @@ class _Context(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dc):
         (memory,) = ctx.saved_tensors
+        dc = dc.to(memory.dtype)   # a GPU's autocast made c_t in bf16/fp16: its gradient in memory's precision
         ctx.owner.grads[ctx.t] = dc
-        da = torch.bmm(dc.unsqueeze(1), memory.transpose(1, 2)).squeeze(1) if ctx.needs_input_grad[0] else None
+        if not ctx.needs_input_grad[0]:
+            return None, None, None, None
+        with _no_autocast(dc):
+            da = torch.bmm(dc.unsqueeze(1), memory.transpose(1, 2)).squeeze(1)
         return da, None, None, None
 
 

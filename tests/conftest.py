@@ -67,10 +67,14 @@ def dialogsum_dir(tmp_path) -> Path:
     return write_dialogsum(tmp_path / "data")
 
 
-@pytest.fixture(autouse=True)
-def _no_zoo_data_env(monkeypatch):
-    """ZOO_DATA outranks the experiment file's data_dir: tests must not inherit it."""
-    monkeypatch.delenv("ZOO_DATA", raising=False)
+@pytest.fixture(autouse=True, scope="session")
+def _no_zoo_data_env():
+    """ZOO_DATA outranks the experiment file's data_dir: tests must not inherit it. Session-scoped, so it
+    is gone before the module-scoped fixtures that train on fixture data run (a function-scoped one came
+    too late for them: with ZOO_DATA set, test_cli_e2e's fixture trained on the real DialogSum)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ZOO_DATA", raising=False)
+        yield
 
 
 def tiny_examples(n: int = 16, offset: int = 0) -> list[Example]:

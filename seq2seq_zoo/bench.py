@@ -80,6 +80,9 @@ PAPER = Shape()
 GPU_SHAPE = Shape(vocab=32000, d_model=1024, d_ff=4096, heads=16, layers=6, batch=0, src_len=512, tgt_len=128)
 GPU_MAX_TOKENS = 65536         # padded source + target tokens per batch
 TARGET_GPU_MFU = 0.40          # model FLOP/s / measured bf16 matmul peak, at GPU_SHAPE
+# A GPU's peak is measured on a larger product than a CPU's: on an H200 a 2048³ bf16 product ran at
+# 386 TFLOP/s (results/bench_gpu, 2026-11-26), half of the ~790 that 8192³ products reach there
+GPU_MATMUL_N = 8192
 TINY = Shape(vocab=60, d_model=16, d_ff=32, heads=2, layers=1, batch=2, src_len=12, tgt_len=6, dec_sources=2,
              dec_len=4, beams=2, rnn_emb=8, rnn_hidden=16)
 
@@ -329,6 +332,12 @@ def train_flops(fp: dict[str, int], src_tokens: int, tgt_tokens: int) -> float:
 
 
 # --------------------------------------------------------------------------------------- measurements
+def peak_matmul_n(device: torch.device, plan: Plan) -> int:
+    """Side of the square product that measures a device's matmul peak: the plan's on a CPU, at least
+    GPU_MATMUL_N on a GPU (smaller products leave much of a large GPU idle)."""
+    return plan.matmul_n if device.type == "cpu" else max(plan.matmul_n, GPU_MATMUL_N)
+
+
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, iters: int = 8) -> float:
     """GFLOP/s of an n x n x n matmul, best of ``iters`` (the hardware's attainable rate)."""
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -923,13 +932,14 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
         progress(f"[{device.type} {k}/{stages}] {title}")
         return time.perf_counter()
 
-    t = stage(f"matmul peak ({plan.matmul_n}x{plan.matmul_n})")
+    mm_n = peak_matmul_n(device, plan)
+    t = stage(f"matmul peak ({mm_n}x{mm_n})")
     from seq2seq_zoo.utils import cpu_has_fast_bf16
     native_bf16 = device.type != "cpu" or cpu_has_fast_bf16()
     # (emulated bf16 is no peak of this machine's: not measured, and MFU is taken against fp32 only)
-    peaks = {"bf16": matmul_peak(device, torch.bfloat16, plan.matmul_n, plan.matmul_iters) if native_bf16 else None,
-             "fp32": matmul_peak(device, torch.float32, plan.matmul_n, plan.matmul_iters)}
-    res["matmul_peak_gflops"] = peaks
+    peaks = {"bf16": matmul_peak(device, torch.bfloat16, mm_n, plan.matmul_iters) if native_bf16 else None,
+             "fp32": matmul_peak(device, torch.float32, mm_n, plan.matmul_iters)}
+    res["matmul_peak_gflops"], res["matmul_n"] = peaks, mm_n
     progress(f"    bf16 {_fmt(peaks['bf16'])} GFLOP/s, fp32 {peaks['fp32']:.0f} GFLOP/s ({time.perf_counter() - t:.0f}s)")
 
     batch = shaped_batch(shape, shape.batch, seed=1)
@@ -1164,7 +1174,7 @@ def markdown(report: dict[str, Any]) -> str:
             L.append("")
         pk = dev["matmul_peak_gflops"]
         L += ["### Training (one full update: forward, loss, backward, clipping, optimizer step)", "",
-              f"Matmul peak measured in this run ({report['plan']['matmul_n']}³): bf16 "
+              f"Matmul peak measured in this run ({dev.get('matmul_n', report['plan']['matmul_n'])}³): bf16 "
               f"{_fmt(pk['bf16']) if pk.get('bf16') else '— (no bf16 matmul instructions)'} GFLOP/s, "
               f"fp32 {pk['fp32']:.0f} GFLOP/s. Model FLOP/s = 6 × params × tokens per stack: 6 × (encoder "
               "matmul params × source tokens + (decoder + output projection) matmul params × target tokens); "

@@ -1174,7 +1174,7 @@ def markdown(report: dict[str, Any]) -> str:
             L.append("")
         pk = dev["matmul_peak_gflops"]
         L += ["### Training (one full update: forward, loss, backward, clipping, optimizer step)", "",
-              f"Matmul peak measured in this run ({dev.get('matmul_n', report['plan']['matmul_n'])}³): bf16 "
+              f"Matmul peak measured in this run ({dev['matmul_n']}³): bf16 "
               f"{_fmt(pk['bf16']) if pk.get('bf16') else '— (no bf16 matmul instructions)'} GFLOP/s, "
               f"fp32 {pk['fp32']:.0f} GFLOP/s. Model FLOP/s = 6 × params × tokens per stack: 6 × (encoder "
               "matmul params × source tokens + (decoder + output projection) matmul params × target tokens); "

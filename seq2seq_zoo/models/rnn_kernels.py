@@ -97,29 +97,25 @@ class _AdditiveEnergy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, de):
-        with _no_autocast(de):
-            return _AdditiveEnergy._backward(ctx, de)
-
-    @staticmethod
-    def _backward(ctx, de):
         sig, v, cov, w_c = ctx.saved_tensors
-        # a GPU keeps autocast on in the forward (``fp32_on_cpu``), so the energies came out of a bf16/fp16
-        # matmul: their gradient is taken in sig's precision (fp32), every operand converted explicitly
-        de = de.to(sig.dtype)
-        du = torch.ops.aten.sigmoid_backward(de.unsqueeze(-1) * (2 * v), sig)   # (B, T, S, n)
-        n = sig.size(-1)
-        dkeys2 = dq2 = dv = dcov = dw_c = None
-        if ctx.needs_input_grad[0]:
-            dkeys2 = du.squeeze(1) if du.size(1) == 1 else du.sum(1)
-        if ctx.needs_input_grad[1]:
-            dq2 = du.sum(2)
-        if ctx.needs_input_grad[2]:
-            dv = 2 * sig.reshape(-1, n).t().mv(de.reshape(-1)) - de.sum()
-        if cov is not None and ctx.needs_input_grad[3]:
-            dcov = torch.matmul(du, 2 * w_c.to(du.dtype))
-        if cov is not None and ctx.needs_input_grad[4]:
-            dw_c = 2 * du.reshape(-1, n).t().mv(cov.reshape(-1).to(du.dtype))
-        return dkeys2, dq2, dv, dcov, dw_c
+        with _no_autocast(de):
+            # a GPU keeps autocast on in the forward (``fp32_on_cpu``), so the energies came out of a bf16/fp16
+            # matmul: their gradient is taken in sig's precision (fp32), every operand converted explicitly
+            de = de.to(sig.dtype)
+            du = torch.ops.aten.sigmoid_backward(de.unsqueeze(-1) * (2 * v), sig)   # (B, T, S, n)
+            n = sig.size(-1)
+            dkeys2 = dq2 = dv = dcov = dw_c = None
+            if ctx.needs_input_grad[0]:
+                dkeys2 = du.squeeze(1) if du.size(1) == 1 else du.sum(1)
+            if ctx.needs_input_grad[1]:
+                dq2 = du.sum(2)
+            if ctx.needs_input_grad[2]:
+                dv = 2 * sig.reshape(-1, n).t().mv(de.reshape(-1)) - de.sum()
+            if cov is not None and ctx.needs_input_grad[3]:
+                dcov = torch.matmul(du, 2 * w_c.to(du.dtype))
+            if cov is not None and ctx.needs_input_grad[4]:
+                dw_c = 2 * du.reshape(-1, n).t().mv(cov.reshape(-1).to(du.dtype))
+            return dkeys2, dq2, dv, dcov, dw_c
 
 
 def additive_energy(keys2, q, v, cov=None, w_c=None):

@@ -11,7 +11,8 @@ from seq2seq_zoo.data.batching import Batch
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.decode import beam_search, greedy
 from seq2seq_zoo.models.base import build_model
-from seq2seq_zoo.models.rnn_kernels import DeferredContext, _energy_in_blocks, additive_energy, run_encoder
+from seq2seq_zoo.models import rnn_kernels
+from seq2seq_zoo.models.rnn_kernels import DeferredContext, _energy_in_blocks, _energy_whole, additive_energy, run_encoder
 
 V, OOVS = 40, 2
 
@@ -141,8 +142,26 @@ def test_additive_energy_by_hand_and_gradcheck():
     with torch.no_grad():   # decoding: reused buffers over blocks of source positions (here 1-2 per block)
         torch.testing.assert_close(_energy_in_blocks(2 * keys, 2 * q, v, cov, w_c, block=2 * T * n - 1), by_hand)
         torch.testing.assert_close(additive_energy(2 * keys, q, v, cov, w_c), by_hand)
+        torch.testing.assert_close(_energy_whole(2 * keys, 2 * q, v, cov, w_c), by_hand)   # the GPU form
+        torch.testing.assert_close(_energy_whole(2 * keys, 2 * q, v, None, None),
+                                   torch.tanh(keys[:, None] + q[:, :, None]) @ v)
     assert torch.autograd.gradcheck(lambda k, q, v, c, w: additive_energy(2 * k, q, v, c, w), (keys, q, v, cov, w_c))
     assert torch.autograd.gradcheck(lambda k, q, v: additive_energy(2 * k, q, v), (keys, q[:, :1], v))
+
+
+def test_decoding_energy_takes_the_whole_form_off_the_cpu(monkeypatch):
+    """The blocked loop is for CPU caches; on any other device (here 'meta', shapes only) one broadcast."""
+    B, T, S, n = 3, 4, 7, 5
+    keys2, q = torch.randn(B, S, n), torch.randn(B, T, n)
+    v, cov, w_c = torch.randn(n), torch.rand(B, T, S), torch.randn(n)
+    calls = []
+    monkeypatch.setattr(rnn_kernels, "_energy_in_blocks", lambda *a: calls.append("blocks") or _energy_in_blocks(*a))
+    monkeypatch.setattr(rnn_kernels, "_energy_whole", lambda *a: calls.append("whole") or _energy_whole(*a))
+    with torch.no_grad():
+        on_cpu = additive_energy(keys2, q, v, cov, w_c)
+        off_cpu = additive_energy(*(t.to("meta") for t in (keys2, q, v, cov, w_c)))
+    assert calls == ["blocks", "whole"]
+    assert on_cpu.shape == off_cpu.shape == (B, T, S) and off_cpu.device.type == "meta"
 
 
 def test_deferred_context_gradient_equals_the_per_step_one():

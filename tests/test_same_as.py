@@ -145,3 +145,32 @@ def test_decode_sweep_of_a_taken_over_run_uses_the_source_checkpoint(first, caps
     ref = json.loads((results / "first" / "base" / "decodes" / "greedy" / "record.json").read_text())
     assert dec["eval"]["scores"] == ref["eval"]["scores"]
     assert not (results / "fifth" / "shared" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("profile", [None, "cpu"])
+def test_committed_shared_runs_name_each_other_and_are_identical(profile):
+    """optimizer's noam_scaled and regularisation's dropout_ls are one run: each names the other, so
+    whichever experiment runs first trains it (at either size), and their settings are equal seed for seed."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "experiments"
+    opt = {s.name: s for s in load_experiment(root / "optimizer.toml", profile=profile).runs}
+    reg = {s.name: s for s in load_experiment(root / "regularisation.toml", profile=profile).runs}
+    for seed in (1, 2, 3):
+        a, b = opt[f"noam_scaled-seed{seed}"], reg[f"dropout_ls-seed{seed}"]
+        assert a.same_as == "regularisation/dropout_ls" and b.same_as == "optimizer/noam_scaled"
+        assert differences(a.to_dict(), b.to_dict()) == []
+    assert differences(opt["adam-seed1"].to_dict(), reg["dropout_ls-seed1"].to_dict())   # the check can fail
+
+
+def test_mutual_same_as_trains_once(first, capsys):
+    """Two runs naming each other: the first experiment run trains, the second takes over."""
+    tmp, data_dir, results = first
+    a = _second(tmp, data_dir, '[[runs]]\nname = "x"\npe = "learned"\nsame_as = "mutual_b/y"\n', name="mutual_a")
+    b = _second(tmp, data_dir, '[[runs]]\nname = "y"\npe = "learned"\nsame_as = "mutual_a/x"\n', name="mutual_b")
+    capsys.readouterr()
+    assert _run(["run", str(b), "--results", str(results), "--no-progress"]) == 0
+    assert "training it here" in capsys.readouterr().out
+    assert _run(["run", str(a), "--results", str(results), "--no-progress"]) == 0
+    assert "took over" in capsys.readouterr().out
+    rec = json.loads((results / "mutual_a" / "x" / "record.json").read_text())
+    assert rec["reused_from"]["run"] == "mutual_b/y"

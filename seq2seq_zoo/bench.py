@@ -672,6 +672,9 @@ EOLE_VERSION = "0.6.4"
 EOLE_PAIRS = {
     "transformer": ("transformer", "Transformer: the same d_model, d_ff, heads and layers, sinusoidal positions; "
                     "eole keeps separate source and target embeddings and output layer (ours share one table)"),
+    "gru": ("gru_none", "GRU encoder + GRU decoder without attention or input feeding, hidden {n}, the encoder's "
+            "last state starting the decoder and the output layer reading the {n}-wide state, as ours; eole keeps "
+            "separate source and target embeddings and output layer (ours share one table)"),
     "bahdanau": ("gru_mlp", "GRU encoder + input-feeding GRU decoder with MLP (additive) attention, hidden {n}: "
                  "its decoder reads [E y; attentional h~] ({m} + {n}) where ours reads [E y; c], and its output "
                  "layer reads the {n}-wide attentional state where ours reads [s; E y; c] ({w_gru})"),
@@ -679,6 +682,9 @@ EOLE_PAIRS = {
                "2 x {n}) + input-feeding LSTM decoder of our decoder width {n} with MLP attention; output layer "
                "from {n} (ours from [s; E y; c], {w_lstm})"),
 }
+# our models eole cannot build: why (printed and kept in bench.json, so the table names every family)
+EOLE_NONE = {"pointer_generator": "no counterpart: eole 0.6.4 has no copy attention (OpenNMT-py's copy_attn "
+                                  "was not carried over), so it cannot build a pointer-generator"}
 
 
 def eole_available() -> str | None:
@@ -719,6 +725,9 @@ def eole_model(kind: str, shape: Shape, device: torch.device, seed: int = 0):
                                                     "position_encoding_type": "SinusoidalInterleaved"},
                                         hidden_size=shape.d_model, transformer_ff=shape.d_ff, heads=shape.heads,
                                         layers=shape.layers)
+        elif kind == "gru_none":   # input_feed 0: eole's StdRNNDecoder, which without attention is a plain GRU
+            mc = RnnModelConfig(embeddings={"word_vec_size": shape.rnn_emb}, hidden_size=shape.rnn_hidden, layers=1,
+                                rnn_type="GRU", input_feed=0, decoder={"global_attention": None})
         else:
             rnn = "GRU" if kind == "gru_mlp" else "LSTM"
             mc = RnnModelConfig(embeddings={"word_vec_size": shape.rnn_emb}, hidden_size=shape.rnn_hidden, layers=1,
@@ -797,6 +806,9 @@ def measure_eole(shape: Shape, device: torch.device, plan: Plan, peaks: dict[str
         progress(f"    {ours_name} {figs['ours']['tokens_per_s']:.0f} tok/s vs eole {kind} "
                  f"{figs['eole']['tokens_per_s']:.0f} tok/s: {ratio:.2f}x")
         del trainers, ours, peer
+    for ours_name, why in EOLE_NONE.items():
+        out["pairs"][ours_name] = {"eole_model": None, "none": why}
+        progress(f"    {ours_name}: {why}")
     return out
 
 
@@ -1298,6 +1310,9 @@ def eole_markdown(eo: dict[str, Any] | None) -> list[str]:
     for name, p in eo["pairs"].items():
         if "error" in p:
             L.append(f"| {name} | {p['eole_model']} | — | — | not measured: {p['error'][:80]} | | |")
+            continue
+        if "none" in p:
+            L.append(f"| {name} | — | — | — | — | | {p['none']} |")
             continue
         L.append(f"| {name} | {p['eole_model']} | {_fmt(p['ours']['tokens_per_s'])} | {_fmt(p['eole']['tokens_per_s'])} "
                  f"| **{p['ratio']:.2f}x** | {p['ours_params']:,} / {p['eole_params']:,} | "

@@ -262,7 +262,11 @@ def test_beam_search_with_one_row_per_source_equals_expanded_state():
 def test_eole_peer_pairs_at_tiny_shapes():
     batch = bench.shaped_batch(bench.TINY, bench.TINY.batch, seed=1)
     res = bench.measure_eole(bench.TINY, CPU, TINY_PLAN, {"bf16": 1.0, "fp32": 1.0}, batch, None, lambda s: None)
-    assert set(res["pairs"]) == {"transformer", "bahdanau", "bilstm"}
+    assert set(res["pairs"]) == {"transformer", "gru", "bahdanau", "bilstm", "pointer_generator"}
+    assert res["pairs"].pop("pointer_generator") == {"eole_model": None, "none": bench.EOLE_NONE["pointer_generator"]}
+    gru = bench.eole_model("gru_none", bench.TINY, CPU)   # ours' shape: no attention, no input feeding
+    assert type(gru.decoder).__name__ == "StdRNNDecoder" and not gru.decoder.attentional
+    assert gru.decoder.rnn.input_size == bench.TINY.rnn_emb
     for name, p in res["pairs"].items():
         assert "error" not in p, p.get("error")
         assert p["ratio"] == pytest.approx(p["ours"]["tokens_per_s"] / p["eole"]["tokens_per_s"])
@@ -272,3 +276,14 @@ def test_eole_peer_pairs_at_tiny_shapes():
         assert math.isfinite(trainer().detach().item())   # initialised weights, a real loss
     md = "\n".join(bench.eole_markdown(res))
     assert "| bilstm | brnn_lstm_mlp |" in md
+
+
+def test_eole_markdown_names_models_without_a_counterpart():
+    """Every family gets a row, also one eole cannot build (runs without eole installed)."""
+    res = {"version": "0.6.4", "precision": "fp32",
+           "pairs": {"gru": {"eole_model": "gru_none", "error": "ImportError: x"},
+                     "pointer_generator": {"eole_model": None, "none": bench.EOLE_NONE["pointer_generator"]}}}
+    md = "\n".join(bench.eole_markdown(res))
+    assert "| gru | gru_none | — | — | not measured: ImportError: x |" in md
+    assert "| pointer_generator | — |" in md and "no copy attention" in md
+

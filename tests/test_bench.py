@@ -286,4 +286,3 @@ def test_eole_markdown_names_models_without_a_counterpart():
     md = "\n".join(bench.eole_markdown(res))
     assert "| gru | gru_none | — | — | not measured: ImportError: x |" in md
     assert "| pointer_generator | — |" in md and "no copy attention" in md
-

@@ -725,13 +725,11 @@ def eole_model(kind: str, shape: Shape, device: torch.device, seed: int = 0):
                                                     "position_encoding_type": "SinusoidalInterleaved"},
                                         hidden_size=shape.d_model, transformer_ff=shape.d_ff, heads=shape.heads,
                                         layers=shape.layers)
-        elif kind == "gru_none":   # input_feed 0: eole's StdRNNDecoder, which without attention is a plain GRU
+        else:   # gru_none: no attention and input_feed 0 (eole's StdRNNDecoder), which is a plain GRU decoder
+            attention = None if kind == "gru_none" else "mlp"
             mc = RnnModelConfig(embeddings={"word_vec_size": shape.rnn_emb}, hidden_size=shape.rnn_hidden, layers=1,
-                                rnn_type="GRU", input_feed=0, decoder={"global_attention": None})
-        else:
-            rnn = "GRU" if kind == "gru_mlp" else "LSTM"
-            mc = RnnModelConfig(embeddings={"word_vec_size": shape.rnn_emb}, hidden_size=shape.rnn_hidden, layers=1,
-                                rnn_type=rnn, decoder={"global_attention": "mlp"})
+                                rnn_type="LSTM" if kind == "brnn_lstm_mlp" else "GRU",
+                                input_feed=int(attention is not None), decoder={"global_attention": attention})
             if kind == "brnn_lstm_mlp":   # RnnModelConfig resets encoder_type to "rnn" when it validates
                 mc.encoder.encoder_type = "brnn"
                 mc.decoder.bidirectional_encoder = True

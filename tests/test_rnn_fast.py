@@ -142,8 +142,8 @@ def test_additive_energy_by_hand_and_gradcheck():
     with torch.no_grad():   # decoding: reused buffers over blocks of source positions (here 1-2 per block)
         torch.testing.assert_close(_energy_in_blocks(2 * keys, 2 * q, v, cov, w_c, block=2 * T * n - 1), by_hand)
         torch.testing.assert_close(additive_energy(2 * keys, q, v, cov, w_c), by_hand)
-        torch.testing.assert_close(_energy_whole(2 * keys, 2 * q, v, cov, w_c), by_hand)   # the GPU form
-        torch.testing.assert_close(_energy_whole(2 * keys, 2 * q, v, None, None),
+        torch.testing.assert_close(_energy_whole(2 * keys, 2 * q, v, cov, w_c)[0], by_hand)   # the GPU form
+        torch.testing.assert_close(_energy_whole(2 * keys, 2 * q, v, None, None)[0],
                                    torch.tanh(keys[:, None] + q[:, :, None]) @ v)
     assert torch.autograd.gradcheck(lambda k, q, v, c, w: additive_energy(2 * k, q, v, c, w), (keys, q, v, cov, w_c))
     assert torch.autograd.gradcheck(lambda k, q, v: additive_energy(2 * k, q, v), (keys, q[:, :1], v))

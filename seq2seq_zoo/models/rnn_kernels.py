@@ -88,12 +88,9 @@ class _AdditiveEnergy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, keys2, q2, v, cov, w_c):
-        u = keys2.unsqueeze(1) + q2.unsqueeze(2)                         # (B, T, S, n)
-        if cov is not None:
-            u.addcmul_(cov.unsqueeze(-1), 2 * w_c)
-        sig = u.sigmoid_()
+        e, sig = _energy_whole(keys2, q2, v, cov, w_c)
         ctx.save_for_backward(sig, v, cov, w_c)
-        return torch.matmul(sig, 2 * v) - v.sum()
+        return e
 
     @staticmethod
     def backward(ctx, de):
@@ -126,19 +123,21 @@ def additive_energy(keys2, q, v, cov=None, w_c=None):
     if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in (keys2, q, v, cov, w_c)):
         if keys2.device.type == "cpu":
             return _energy_in_blocks(keys2, 2 * q, v, cov, w_c)
-        return _energy_whole(keys2, 2 * q, v, cov, w_c)
+        return _energy_whole(keys2, 2 * q, v, cov, w_c)[0]
     return _AdditiveEnergy.apply(keys2, 2 * q, v, cov, w_c)
 
 
 def _energy_whole(keys2, q2, v, cov, w_c):
-    """``_AdditiveEnergy.forward`` without gradient in one broadcast (B, T, S, n) buffer: the GPU form.
-    The CPU's blocked loop (``_energy_in_blocks``) launches about four kernels per source and block, so
-    on an H200 it made beam-4 decoding of the attention models 0.44-0.50x the reference's
-    (results/bench_gpu, second bench); here a step is four kernels whatever the batch."""
-    u = keys2.unsqueeze(1) + q2.unsqueeze(2)
+    """The energies (B, T, S) and sigmoid(u) (B, T, S, n) in one broadcast buffer: ``_AdditiveEnergy``'s
+    forward, and decoding's form off the CPU. The CPU's blocked loop (``_energy_in_blocks``) launches about
+    four kernels per source and block, so on an H200 it made beam-4 decoding of the attention models
+    0.44-0.50x the reference's (results/bench_gpu, second bench); here a step is four kernels whatever the
+    batch."""
+    u = keys2.unsqueeze(1) + q2.unsqueeze(2)                         # (B, T, S, n)
     if cov is not None:
         u.addcmul_(cov.unsqueeze(-1), 2 * w_c)
-    return torch.matmul(u.sigmoid_(), 2 * v).sub_(v.sum())
+    sig = u.sigmoid_()
+    return torch.matmul(sig, 2 * v) - v.sum(), sig
 
 
 def _energy_in_blocks(keys2, q2, v, cov, w_c, block: int = 1 << 16):

@@ -15,6 +15,9 @@ Definitions (also written into the output):
                      6 * (encoder matmul params * source tokens + (decoder + output projection) matmul
                      params * target tokens); embedding lookups and attention-score matmuls not counted
   MFU                model FLOP/s divided by a bf16 (and an fp32) 2048x2048 matmul peak measured in the run
+  decoding bound     the least matmul FLOPs of a beam call (beam_decode_flops) at that peak: the shortest
+                     time any implementation could take; the peer's time over it is the highest decoding
+                     ratio the machine allows
   peak memory        CPU: peak resident memory above the stage's starting point, sampled every 5 ms
                      (and the process high-water mark from getrusage); CUDA: torch.cuda.max_memory_allocated
 """
@@ -329,6 +332,54 @@ def flop_params(model) -> dict[str, int]:
 def train_flops(fp: dict[str, int], src_tokens: int, tgt_tokens: int) -> float:
     """6 * params * tokens per stack (forward 2, backward 4 FLOPs per parameter and token)."""
     return 6.0 * (fp["encoder"] * src_tokens + (fp["decoder"] + fp["output"]) * tgt_tokens)
+
+
+def beam_decode_flops(shape: Shape, beams: int, *, per_hypothesis: bool = False, attention: bool = True) -> float:
+    """Matmul FLOPs of a beam search of the Transformer at ``shape`` forced to ``shape.dec_len`` tokens,
+    counted from the shape alone (2 FLOPs a multiply-add; biases, norms, softmax and top-k not counted).
+
+    The least any implementation must do (``per_hypothesis=False``): the encoder once per source (its
+    linear layers and, with ``attention``, the score and value products), the cross-attention keys and
+    values once per source, then at every step, for every live hypothesis (one per source at the first
+    step, ``beams`` after), the decoder's query/output/feed-forward layers, the self- and cross-attention
+    products and the output projection. ``per_hypothesis=True`` counts what HF ``generate`` does: every
+    beam from the first step, and the cross-attention keys and values computed for every beam."""
+    d, f, L, S, V = shape.d_model, shape.d_ff, shape.layers, shape.src_len, shape.vocab
+    n, T = shape.dec_sources, shape.dec_len
+    att = 1 if attention else 0
+    encoder = n * L * (S * (4 * d * d + 2 * d * f) + att * 2 * S * S * d)
+    cross_kv = n * (beams if per_hypothesis else 1) * L * S * 2 * d * d
+    steps = 0
+    for t in range(T):
+        rows = n * beams if (per_hypothesis or t > 0) else n
+        steps += rows * (L * (6 * d * d + 2 * d * f + att * 2 * ((t + 1) * d + S * d)) + d * V)
+    return 2.0 * (encoder + cross_kv + steps)
+
+
+def decode_bound(shape: Shape, decoding: dict[str, dict], peaks: dict[str, float | None],
+                 default_precision: str) -> dict[str, Any] | None:
+    """What the matmul peak allows beam decoding: the least matmul work of a call (beam_decode_flops) at the
+    peak measured in the run for the default precision is the shortest time any implementation could
+    take there, so the peer's best time over it is the highest ratio against the peer this machine can
+    show. Each of our timings is also given as the share of its own precision's peak rate it reached."""
+    peak = peaks.get(default_precision) if default_precision in ("fp32", "bf16") else None
+    ours = {k: v for k, v in decoding.items() if k.startswith("ours_")}
+    if not peak or not ours:
+        return None
+    gflop = beam_decode_flops(shape, shape.beams) / 1e9
+    min_s = gflop / peak
+    out = {"min_gflop": gflop, "peer_gflop": beam_decode_flops(shape, shape.beams, per_hypothesis=True) / 1e9,
+           "precision": default_precision, "peak_gflops": peak, "min_s": min_s, "ours": {}}
+    for k, v in ours.items():
+        pk = peaks.get(v["precision"])
+        if pk:
+            out["ours"][k] = {"seconds": v["seconds"], "share_of_peak": gflop / pk / v["seconds"]}
+    peers = {k: v for k, v in decoding.items() if k.startswith("peer_")}
+    if peers:
+        best = min(peers, key=lambda k: peers[k]["seconds"])
+        out["peer_best"] = best
+        out["ceiling_vs_peer"] = peers[best]["seconds"] / min_s
+    return out
 
 
 # --------------------------------------------------------------------------------------- measurements
@@ -1017,6 +1068,12 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     for name, f in dec.items():
         progress(f"    {name}: {f['tokens_per_s']:.0f} tok/s ({f['seconds']:.2f}s)")
     res["decoding"] = dec
+    bound = decode_bound(shape, dec, peaks, res["default_precision"])
+    if bound:
+        res["decode_bound"] = bound
+        progress(f"    bound: {bound['min_gflop']:.1f} GFLOP of matmuls at least, {bound['min_s']:.2f}s at the measured "
+                 f"peak" + (f"; the peer's time allows at most {bound['ceiling_vs_peer']:.3g}x"
+                            if bound.get("ceiling_vs_peer") else ""))
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     t = stage(f"decoding time against beam size {'/'.join(map(str, plan.beam_sizes))}")
@@ -1109,9 +1166,14 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     d_peer = max((v["tokens_per_s"] for k, v in dec.items() if k.startswith("peer_")), default=None)
     if d_ours and d_peer:
         best = max((k for k in dec if k.startswith("peer_")), key=lambda k: dec[k]["tokens_per_s"])
-        out.append(_target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours ({dp}) / peer's best ({best[5:]})",
-                           d_ours / d_peer,
-                           TARGET_DECODE_VS_PEER, "x"))
+        row = _target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours ({dp}) / peer's best ({best[5:]})",
+                      d_ours / d_peer, TARGET_DECODE_VS_PEER, "x")
+        ceiling = res.get("decode_bound", {}).get("ceiling_vs_peer")
+        if ceiling:
+            row["ceiling"] = ceiling
+            row["status"] += (f"; this machine's matmul peak allows at most {ceiling:.3g}x (the least matmul work "
+                              "of the call at the measured peak against the peer's time)")
+        out.append(row)
     gs = res.get("gpu_shape")
     if gs and gs.get("mfu"):
         out.append(_target(f"Transformer at a GPU-sized shape ({gs['params'] / 1e6:.0f}M parameters, token batches "
@@ -1214,6 +1276,7 @@ def markdown(report: dict[str, Any]) -> str:
             label = "our Transformer" if name.startswith("ours_") else "HF BART `generate` (peer)"
             L.append(f"| {label} | {f['precision']} | {_fmt(f['tokens_per_s'])} | {f['seconds']:.2f} | "
                      f"{_fmt(f.get('peak_mem_mb'))} |")
+        L += decode_bound_markdown(dev.get("decode_bound"))
         L += ["", f"### Decoding time against beam size (our Transformer, {dev['default_precision']})", "",
               "| beam | seconds | generated tok/s | time / beam-1 time |", "|---|---|---|---|"]
         b1 = dev["decode_vs_beam"][0]["seconds"]
@@ -1247,6 +1310,29 @@ def markdown(report: dict[str, Any]) -> str:
             L += ["", "Notes:"] + [f"- {n}" for n in dev["notes"]]
     L += ["", "Figures: `bench.json` beside this file (every timed iteration included). Re-run: `zoo bench`."]
     return "\n".join(L) + "\n"
+
+
+def decode_bound_markdown(b: dict[str, Any] | None) -> list[str]:
+    """The decoding bound (decode_bound): the least matmul work of a call at the measured peak."""
+    if not b:
+        return []
+
+    def pct(x):
+        return f"{100 * x:.0f}%" if x >= 0.01 else f"{100 * x:.2g}%"
+
+    ours = ", ".join(f"{k[5:]} {v['seconds']:.2f} s = {pct(v['share_of_peak'])} of its precision's peak rate"
+                     for k, v in b["ours"].items())
+    line = (f"Bound: a call needs at least {b['min_gflop']:.1f} GFLOP of matmuls (encoder and cross-attention "
+            f"keys/values once per source, one hypothesis per source at the first step, then every beam; HF "
+            f"`generate` does {b['peer_gflop']:.1f}, every beam from the first step), {1e3 * b['min_s']:.3g} ms at "
+            f"the {b['precision']} peak measured in this run ({_fmt(b['peak_gflops'])} GFLOP/s). Ours: {ours}.")
+    if b.get("ceiling_vs_peer"):
+        line += (f" The peer's {b['peer_best'][5:]} time over that least time, **{b['ceiling_vs_peer']:.3g}x**, is "
+                 "the highest decoding ratio against the peer that this machine's matmul peak allows.")
+    if b["ours"] and max(v["share_of_peak"] for v in b["ours"].values()) < 0.5:
+        line += (" Ours is far from that peak, so the matmul rate is not what bounds decoding here: the many "
+                 "small per-step operations are.")
+    return ["", line]
 
 
 def gpu_shape_markdown(gs: dict[str, Any] | None) -> list[str]:
@@ -1422,4 +1508,4 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
 __all__ = ["Shape", "Plan", "PAPER", "TINY", "FULL_PLAN", "QUICK_PLAN", "run_bench", "run_device", "matmul_peak",
            "Trainer", "OurDecoder", "PeerDecoder", "measure_training", "measure_decoding", "epoch_scaling",
            "decode_vs_beam", "flop_params", "train_flops", "shaped_batch", "targets", "markdown", "measure_compile",
-           "choose_threads", "cpu_bf16_isa"]
+           "choose_threads", "cpu_bf16_isa", "beam_decode_flops", "decode_bound"]

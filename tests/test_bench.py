@@ -55,7 +55,10 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
     for fig in dev["decoding"].values():
         assert fig["tokens"] == bench.TINY.dec_sources * bench.TINY.dec_len and fig["tokens_per_s"] > 0
     assert [r["beam_size"] for r in dev["decode_vs_beam"]] == [1, 2]
-    if "peer_bf16" in train:  # transformers installed: the peer is measured and the targets are stated
+    bound = dev["decode_bound"]   # the least matmul work of a beam call at the measured peak
+    assert bound["min_gflop"] == pytest.approx(bench.beam_decode_flops(bench.TINY, bench.TINY.beams) / 1e9)
+    assert bound["min_s"] > 0 and all(0 < v["share_of_peak"] for v in bound["ours"].values())
+    if "peer_fp32" in train:  # transformers installed: the peer is measured and the targets are stated
         names = [t["target"] for t in dev["targets"]]
         assert any("peer" in n for n in names)
         for t in dev["targets"]:  # the verdict follows from the measured value
@@ -64,6 +67,7 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
     md = (tmp_path / "bench" / "README.md").read_text()
     assert "| our Transformer | fp32 |" in md and "Hardware:" in md and "6 × params × tokens" in md
     assert "### Recurrent family" in md and "| bahdanau |" in md and "### Evaluation cost" in md
+    assert "Bound: a call needs at least" in md
 
 
 def test_flops_estimate_counts_matmul_params_per_stack():
@@ -286,3 +290,49 @@ def test_eole_markdown_names_models_without_a_counterpart():
     md = "\n".join(bench.eole_markdown(res))
     assert "| gru | gru_none | — | — | not measured: ImportError: x |" in md
     assert "| pointer_generator | — |" in md and "no copy attention" in md
+
+
+SMALL = bench.Shape(vocab=500, d_model=32, d_ff=64, heads=4, layers=2, batch=2, src_len=20, tgt_len=8, dec_sources=3,
+                    dec_len=6, beams=3, dropout=0.0)
+
+
+@pytest.mark.skipif(bench.peer_available() is not None, reason="transformers not installed (the HF peer)")
+@pytest.mark.parametrize("attention", [False, True])
+def test_beam_decode_flops_equal_what_hf_generate_multiplies(attention):
+    """The decoding bound's FLOP count, in its every-beam form, equals torch's FLOP counter run over HF
+    `generate` at a small shape: its linear layers alone under SDPA (whose CPU kernel the counter does not
+    see), and linear layers plus the score and value products under eager attention (batched matmuls)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import BartConfig, BartForConditionalGeneration
+    torch.manual_seed(0)
+    cfg = BartConfig(**bench.peer_config(SMALL))
+    cfg._attn_implementation = "eager" if attention else "sdpa"
+    peer = BartForConditionalGeneration(cfg)
+    dec = bench.PeerDecoder(peer, bench.shaped_batch(SMALL, SMALL.dec_sources, seed=2), CPU, None, SMALL.beams,
+                            SMALL.dec_len)
+    with FlopCounterMode(display=False) as counter:
+        dec()
+    counted = counter.get_total_flops()
+    assert counted == bench.beam_decode_flops(SMALL, SMALL.beams, per_hypothesis=True, attention=attention)
+    # the least work: the first step with one hypothesis per source, keys/values of the sources once
+    least = bench.beam_decode_flops(SMALL, SMALL.beams, attention=attention)
+    d, L, S, n, k, V = SMALL.d_model, SMALL.layers, SMALL.src_len, SMALL.dec_sources, SMALL.beams, SMALL.vocab
+    first_row = 2 * (L * (6 * d * d + 2 * d * SMALL.d_ff + (2 * (d + S * d) if attention else 0)) + d * V)
+    assert counted - least == n * (k - 1) * first_row + 2 * n * (k - 1) * L * S * 2 * d * d
+
+
+def test_decode_bound_is_the_least_work_at_the_peak():
+    dec = {"ours_fp32": {"precision": "fp32", "seconds": 2.0}, "peer_fp32": {"precision": "fp32", "seconds": 3.0},
+           "peer_bf16": {"precision": "bf16", "seconds": 6.0}}
+    gflop = bench.beam_decode_flops(SMALL, SMALL.beams) / 1e9
+    b = bench.decode_bound(SMALL, dec, {"fp32": gflop, "bf16": None}, "fp32")   # a peak of 1 call a second
+    assert b["min_s"] == pytest.approx(1.0)
+    assert b["ours"]["ours_fp32"]["share_of_peak"] == pytest.approx(0.5)
+    assert b["peer_best"] == "peer_fp32" and b["ceiling_vs_peer"] == pytest.approx(3.0)
+    assert bench.decode_bound(SMALL, dec, {"fp32": None}, "fp32") is None
+    res = {"default_precision": "fp32", "decoding": {k: {**v, "tokens_per_s": 1 / v["seconds"]} for k, v in dec.items()},
+           "decode_bound": b}
+    row = next(x for x in bench.targets(res) if x["target"].startswith("beam"))
+    assert row["ceiling"] == pytest.approx(3.0) and "allows at most 3x" in row["status"]
+    text = "\n".join(bench.decode_bound_markdown(b))
+    assert "**3x**" in text and "50% of its precision's peak rate" in text

@@ -15,9 +15,9 @@ Definitions (also written into the output):
                      6 * (encoder matmul params * source tokens + (decoder + output projection) matmul
                      params * target tokens); embedding lookups and attention-score matmuls not counted
   MFU                model FLOP/s divided by a bf16 (and an fp32) 2048x2048 matmul peak measured in the run
-  decoding bound     the least matmul FLOPs of a beam call (beam_decode_flops) at that peak: the shortest
-                     time any implementation could take; the peer's time over it is the highest decoding
-                     ratio the machine allows
+  decoding bound     the least matmul FLOPs of a beam call (beam_decode_flops) at the rate of a square
+                     product timed among the decoders (median, same load): the shortest time any
+                     implementation could take; the peer's time over it is the highest ratio it allows
   peak memory        CPU: peak resident memory above the stage's starting point, sampled every 5 ms
                      (and the process high-water mark from getrusage); CUDA: torch.cuda.max_memory_allocated
 """
@@ -356,24 +356,21 @@ def beam_decode_flops(shape: Shape, beams: int, *, per_hypothesis: bool = False,
     return 2.0 * (encoder + cross_kv + steps)
 
 
-def decode_bound(shape: Shape, decoding: dict[str, dict], peaks: dict[str, float | None],
-                 default_precision: str) -> dict[str, Any] | None:
-    """What the matmul peak allows beam decoding: the least matmul work of a call (beam_decode_flops) at the
-    peak measured in the run for the default precision is the shortest time any implementation could
-    take there, so the peer's best time over it is the highest ratio against the peer this machine can
-    show. Each of our timings is also given as the share of its own precision's peak rate it reached."""
-    peak = peaks.get(default_precision) if default_precision in ("fp32", "bf16") else None
-    ours = {k: v for k, v in decoding.items() if k.startswith("ours_")}
-    if not peak or not ours:
+def decode_bound(shape: Shape, decoding: dict[str, dict], peak_gflops: float | None,
+                 precision: str) -> dict[str, Any] | None:
+    """What the matmul rate allows beam decoding: the least matmul work of a call (beam_decode_flops) at
+    ``peak_gflops`` (the ``precision`` product's rate, timed among the decoders: MatmulProbe) is the
+    shortest time any implementation could take, so the peer's best time over it is the highest ratio
+    against the peer this machine can show. Each of our timings in that precision is also given as the
+    share of that rate it reached."""
+    ours = {k: v for k, v in decoding.items() if k.startswith("ours_") and v["precision"] == precision}
+    if not peak_gflops or not ours:
         return None
     gflop = beam_decode_flops(shape, shape.beams) / 1e9
-    min_s = gflop / peak
+    min_s = gflop / peak_gflops
     out = {"min_gflop": gflop, "peer_gflop": beam_decode_flops(shape, shape.beams, per_hypothesis=True) / 1e9,
-           "precision": default_precision, "peak_gflops": peak, "min_s": min_s, "ours": {}}
-    for k, v in ours.items():
-        pk = peaks.get(v["precision"])
-        if pk:
-            out["ours"][k] = {"seconds": v["seconds"], "share_of_peak": gflop / pk / v["seconds"]}
+           "precision": precision, "peak_gflops": peak_gflops, "min_s": min_s,
+           "ours": {k: {"seconds": v["seconds"], "share_of_peak": min_s / v["seconds"]} for k, v in ours.items()}}
     peers = {k: v for k, v in decoding.items() if k.startswith("peer_")}
     if peers:
         best = min(peers, key=lambda k: peers[k]["seconds"])
@@ -404,6 +401,26 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, iters: 
         sync(device)
         best = min(best, time.perf_counter() - t0)
     return 2 * n ** 3 / best / 1e9
+
+
+class MatmulProbe:
+    """An n x n x n product timed among the compared calls (interleaved with them), so that a bound taken
+    against its rate sees the same load as they do: on a shared machine the best-of-n peak measured at the
+    start can come from a quiet moment the later timings never had. ``gflops`` is the median rate."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype | None, n: int = 1024):
+        g = torch.Generator(device="cpu").manual_seed(0)
+        self.device, self.n = device, n
+        self.a, self.b = (torch.randn(n, n, generator=g).to(device=device, dtype=dtype or torch.float32)
+                          for _ in range(2))
+        self.times: list[float] = []
+
+    def __call__(self):
+        return self.a @ self.b
+
+    @property
+    def gflops(self) -> float | None:
+        return 2 * self.n ** 3 / median(self.times) / 1e9 if self.times else None
 
 
 class Trainer:
@@ -465,8 +482,10 @@ def train_figures(trainer: Trainer, times: list[float], fp: dict[str, int], peak
 
 
 def measure_training(trainers: dict[str, Trainer], plan: Plan, fps: dict[str, dict[str, int]],
-                     peaks: dict[str, float], progress: Callable[[str], None] = log) -> dict[str, dict]:
-    """Warm each trainer up alone (its peak memory is taken there), then time them interleaved."""
+                     peaks: dict[str, float], progress: Callable[[str], None] = log,
+                     probe: MatmulProbe | None = None) -> dict[str, dict]:
+    """Warm each trainer up alone (its peak memory is taken there), then time them interleaved (with
+    ``probe``, if given, timed in every round among them: its times land in ``probe.times``)."""
     mems = {}
     for name, tr in trainers.items():
         progress(f"    warm-up {name}")
@@ -476,7 +495,10 @@ def measure_training(trainers: dict[str, Trainer], plan: Plan, fps: dict[str, di
             sync(tr.device)
         mems[name] = mem
     progress(f"    timing {', '.join(trainers)}: {plan.iters} interleaved rounds")
-    times = interleaved(trainers, plan.iters, next(iter(trainers.values())).device)
+    times = interleaved({**trainers, **({"_probe": probe} if probe else {})}, plan.iters,
+                        next(iter(trainers.values())).device)
+    if probe:
+        probe.times = times.pop("_probe")
     return {name: train_figures(tr, times[name], fps[name], peaks, mems[name]) for name, tr in trainers.items()}
 
 
@@ -516,7 +538,10 @@ class PeerDecoder:
             return self.model.generate(input_ids=self.src, attention_mask=self.mask, generation_config=self.gen)
 
 
-def measure_decoding(decoders: dict[str, Any], plan: Plan, progress: Callable[[str], None] = log) -> dict[str, dict]:
+def measure_decoding(decoders: dict[str, Any], plan: Plan, progress: Callable[[str], None] = log,
+                     probe: MatmulProbe | None = None) -> dict[str, dict]:
+    """Warm each decoder up alone (peak memory), then time them interleaved (``probe`` as in
+    measure_training)."""
     mems = {}
     device = None
     for name, dec in decoders.items():
@@ -526,7 +551,9 @@ def measure_decoding(decoders: dict[str, Any], plan: Plan, progress: Callable[[s
             dec()
         mems[name] = mem
     progress(f"    timing {', '.join(decoders)}: {plan.decode_iters} interleaved rounds")
-    times = interleaved(decoders, plan.decode_iters, device)
+    times = interleaved({**decoders, **({"_probe": probe} if probe else {})}, plan.decode_iters, device)
+    if probe:
+        probe.times = times.pop("_probe")
     out = {}
     for name, dec in decoders.items():
         s = median(times[name])
@@ -689,8 +716,9 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
         p = precision_name(dt)
         trainers = {"fast": Trainer(fast, batch, device, dt), "reference": Trainer(ref, batch, device, dt)}
         row: dict[str, Any] = {}
+        probe = MatmulProbe(device, dt, peak_matmul_n(device, plan))
         try:
-            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None)
+            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None, probe=probe)
         except RuntimeError as e:
             row["reference_error"] = str(e).splitlines()[0][:200]
             del trainers["reference"]
@@ -698,6 +726,8 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
         row.update(figs)
         if "reference" in figs:
             row["speedup"] = figs["reference"]["step_s"] / figs["fast"]["step_s"]
+            row.update(output_bound(6.0 * fp["output"] * target_tokens(batch), probe.gflops,
+                                    figs["reference"]["step_s"]))
         out["training"][p] = row
         progress(f"    {name} {p}: fast {figs['fast']['tokens_per_s']:.0f} tok/s"
                  + (f", reference {figs['reference']['tokens_per_s']:.0f} tok/s ({row['speedup']:.2f}x)"
@@ -706,8 +736,12 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
     decoders = {"fast": OurDecoder(fast, dbatch, device, default_dtype, shape.beams, shape.dec_len),
                 "reference": OurDecoder(ref, dbatch, device, default_dtype, shape.beams, shape.dec_len)}
     try:
-        dec = measure_decoding(decoders, replace(plan, decode_iters=max(1, plan.rnn_iters)), lambda s: None)
+        probe = MatmulProbe(device, default_dtype, peak_matmul_n(device, plan))
+        dec = measure_decoding(decoders, replace(plan, decode_iters=max(1, plan.rnn_iters)), lambda s: None,
+                               probe=probe)
         dec["speedup"] = dec["reference"]["seconds"] / dec["fast"]["seconds"]
+        dec.update(output_bound(2.0 * fp["output"] * decode_rows(shape, dbatch.size), probe.gflops,
+                                dec["reference"]["seconds"]))
         progress(f"    {name} beam-{shape.beams} decoding ({precision_name(default_dtype)}): fast "
                  f"{dec['fast']['tokens_per_s']:.0f} tok/s, reference {dec['reference']['tokens_per_s']:.0f} tok/s "
                  f"({dec['speedup']:.2f}x)")
@@ -715,6 +749,25 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
         dec = {"error": str(e).splitlines()[0][:200]}
     out["decoding"] = dec
     return out
+
+
+def output_bound(flops: float, peak_gflops: float | None, reference_s: float) -> dict[str, float]:
+    """Both recurrent implementations do the same output-layer matmuls (``flops``: in training the
+    forward product and the two of its backward, 6 x output params x target tokens; in beam decoding
+    2 x output params x hypotheses a step, summed over the steps); at ``peak_gflops`` (a product's rate
+    timed among the two: MatmulProbe) these alone take ``output_s_at_peak``, so no fast path can beat
+    the reference by more than ``ceiling`` = reference time / that time."""
+    if not peak_gflops:
+        return {}
+    out_s = flops / (peak_gflops * 1e9)
+    return {"output_s_at_peak": out_s, "ceiling": reference_s / out_s}
+
+
+def decode_rows(shape: Shape, sources: int) -> int:
+    """The fewest hypotheses the output layer must score over a beam call: one per source at the first
+    step (all beams are the same empty hypothesis then), ``shape.beams`` per source after. Our beam search,
+    as HF's, scores every beam from the first step: 1/dec_len more rows than this."""
+    return sources + (shape.dec_len - 1) * sources * shape.beams
 
 
 # ------------------------------------------------------------------------------------- the eole peer
@@ -1064,15 +1117,16 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
         if default_dtype is not None:
             decoders[f"peer_{precision_name(default_dtype)}"] = PeerDecoder(peer, dbatch, device, default_dtype,
                                                                             shape.beams, shape.dec_len)
-    dec = measure_decoding(decoders, plan, progress)
+    probe = MatmulProbe(device, default_dtype, mm_n)
+    dec = measure_decoding(decoders, plan, progress, probe=probe)
     for name, f in dec.items():
         progress(f"    {name}: {f['tokens_per_s']:.0f} tok/s ({f['seconds']:.2f}s)")
     res["decoding"] = dec
-    bound = decode_bound(shape, dec, peaks, res["default_precision"])
+    bound = decode_bound(shape, dec, probe.gflops, res["default_precision"])
     if bound:
         res["decode_bound"] = bound
-        progress(f"    bound: {bound['min_gflop']:.1f} GFLOP of matmuls at least, {bound['min_s']:.2f}s at the measured "
-                 f"peak" + (f"; the peer's time allows at most {bound['ceiling_vs_peer']:.3g}x"
+        progress(f"    bound: {bound['min_gflop']:.1f} GFLOP of matmuls at least, {bound['min_s']:.2f}s at the "
+                 f"{bound['peak_gflops']:.0f} GFLOP/s a {mm_n}³ product ran at between the timed calls" + (f"; the peer's time allows at most {bound['ceiling_vs_peer']:.3g}x"
                             if bound.get("ceiling_vs_peer") else ""))
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
@@ -1171,8 +1225,8 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
         ceiling = res.get("decode_bound", {}).get("ceiling_vs_peer")
         if ceiling:
             row["ceiling"] = ceiling
-            row["status"] += (f"; this machine's matmul peak allows at most {ceiling:.3g}x (the least matmul work "
-                              "of the call at the measured peak against the peer's time)")
+            row["status"] += (f"; this machine's matmul rate allows at most {ceiling:.3g}x (the least matmul work "
+                              "of the call at the rate of a product timed among the decoders, against the peer's time)")
         out.append(row)
     gs = res.get("gpu_shape")
     if gs and gs.get("mfu"):
@@ -1313,24 +1367,25 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def decode_bound_markdown(b: dict[str, Any] | None) -> list[str]:
-    """The decoding bound (decode_bound): the least matmul work of a call at the measured peak."""
+    """The decoding bound (decode_bound): the least matmul work of a call at the rate of a product timed among the decoders."""
     if not b:
         return []
 
     def pct(x):
         return f"{100 * x:.0f}%" if x >= 0.01 else f"{100 * x:.2g}%"
 
-    ours = ", ".join(f"{k[5:]} {v['seconds']:.2f} s = {pct(v['share_of_peak'])} of its precision's peak rate"
+    ours = ", ".join(f"{k[5:]} {v['seconds']:.2f} s = {pct(v['share_of_peak'])} of that rate"
                      for k, v in b["ours"].items())
     line = (f"Bound: a call needs at least {b['min_gflop']:.1f} GFLOP of matmuls (encoder and cross-attention "
             f"keys/values once per source, one hypothesis per source at the first step, then every beam; HF "
             f"`generate` does {b['peer_gflop']:.1f}, every beam from the first step), {1e3 * b['min_s']:.3g} ms at "
-            f"the {b['precision']} peak measured in this run ({_fmt(b['peak_gflops'])} GFLOP/s). Ours: {ours}.")
+            f"the rate of a {b['precision']} square product timed among the decoders ({_fmt(b['peak_gflops'])} "
+            f"GFLOP/s, median: the same load as theirs). Ours: {ours}.")
     if b.get("ceiling_vs_peer"):
         line += (f" The peer's {b['peer_best'][5:]} time over that least time, **{b['ceiling_vs_peer']:.3g}x**, is "
-                 "the highest decoding ratio against the peer that this machine's matmul peak allows.")
+                 "the highest decoding ratio against the peer that this machine's matmul rate allows.")
     if b["ours"] and max(v["share_of_peak"] for v in b["ours"].values()) < 0.5:
-        line += (" Ours is far from that peak, so the matmul rate is not what bounds decoding here: the many "
+        line += (" Ours is far from that rate, so the matmul rate is not what bounds decoding here: the many "
                  "small per-step operations are.")
     return ["", line]
 
@@ -1377,6 +1432,15 @@ def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:
                      f"{_fmt(d['fast']['tokens_per_s'])} | {_fmt(d['reference']['tokens_per_s'])} | "
                      f"**{d['speedup']:.2f}x** | {_fmt(d['fast'].get('peak_mem_mb'))} | "
                      f"{_fmt(d['reference'].get('peak_mem_mb'))} |")
+    bounds = [f"{name} {p} training {row['ceiling']:.2f}x ({row['output_s_at_peak']:.2f} of {row['reference']['step_s']:.2f} s)"
+              for name, r in rec.items() for p, row in r["training"].items() if row.get("ceiling")]
+    bounds += [f"{name} decoding {r['decoding']['ceiling']:.2f}x ({r['decoding']['output_s_at_peak']:.2f} of "
+               f"{r['decoding']['reference']['seconds']:.2f} s)" for name, r in rec.items() if r.get("decoding", {}).get("ceiling")]
+    if bounds:
+        L += ["", "Bound on the speed-up: both implementations do the same output-layer matmuls (training: 6 × output "
+              "params × target tokens; beam decoding: 2 × output params × hypotheses, summed over the steps); at the "
+              "rate of a square product timed among them (median) those alone take the first time in brackets (the "
+              "reference's whole time second), so no fast path can beat the reference by more than: " + "; ".join(bounds) + "."]
     return L
 
 
@@ -1508,4 +1572,4 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
 __all__ = ["Shape", "Plan", "PAPER", "TINY", "FULL_PLAN", "QUICK_PLAN", "run_bench", "run_device", "matmul_peak",
            "Trainer", "OurDecoder", "PeerDecoder", "measure_training", "measure_decoding", "epoch_scaling",
            "decode_vs_beam", "flop_params", "train_flops", "shaped_batch", "targets", "markdown", "measure_compile",
-           "choose_threads", "cpu_bf16_isa", "beam_decode_flops", "decode_bound"]
+           "choose_threads", "cpu_bf16_isa", "beam_decode_flops", "decode_bound", "output_bound", "decode_rows"]

@@ -47,8 +47,10 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
         fp32 = rec["training"]["fp32"]
         assert fp32["fast"]["tokens_per_s"] > 0 and fp32["reference"]["tokens_per_s"] > 0
         assert fp32["speedup"] == pytest.approx(fp32["reference"]["step_s"] / fp32["fast"]["step_s"])
+        assert fp32["ceiling"] == pytest.approx(fp32["reference"]["step_s"] / fp32["output_s_at_peak"])
         dec = rec["decoding"]
         assert dec["speedup"] == pytest.approx(dec["reference"]["seconds"] / dec["fast"]["seconds"])
+        assert dec["ceiling"] == pytest.approx(dec["reference"]["seconds"] / dec["output_s_at_peak"])
     ec = dev["eval_cost"]
     assert ec["examples"] == 6 and ec["rouge"]["seconds"] > 0
     assert "seconds" in ec["bertscore"] or "error" in ec["bertscore"]
@@ -67,7 +69,7 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
     md = (tmp_path / "bench" / "README.md").read_text()
     assert "| our Transformer | fp32 |" in md and "Hardware:" in md and "6 × params × tokens" in md
     assert "### Recurrent family" in md and "| bahdanau |" in md and "### Evaluation cost" in md
-    assert "Bound: a call needs at least" in md
+    assert "Bound: a call needs at least" in md and "Bound on the speed-up" in md
 
 
 def test_flops_estimate_counts_matmul_params_per_stack():
@@ -325,14 +327,35 @@ def test_decode_bound_is_the_least_work_at_the_peak():
     dec = {"ours_fp32": {"precision": "fp32", "seconds": 2.0}, "peer_fp32": {"precision": "fp32", "seconds": 3.0},
            "peer_bf16": {"precision": "bf16", "seconds": 6.0}}
     gflop = bench.beam_decode_flops(SMALL, SMALL.beams) / 1e9
-    b = bench.decode_bound(SMALL, dec, {"fp32": gflop, "bf16": None}, "fp32")   # a peak of 1 call a second
+    b = bench.decode_bound(SMALL, dec, gflop, "fp32")   # a rate of one call's least work a second
     assert b["min_s"] == pytest.approx(1.0)
     assert b["ours"]["ours_fp32"]["share_of_peak"] == pytest.approx(0.5)
     assert b["peer_best"] == "peer_fp32" and b["ceiling_vs_peer"] == pytest.approx(3.0)
-    assert bench.decode_bound(SMALL, dec, {"fp32": None}, "fp32") is None
+    assert bench.decode_bound(SMALL, dec, None, "fp32") is None
+    assert bench.decode_bound(SMALL, dec, gflop, "bf16") is None      # none of ours timed in bf16
     res = {"default_precision": "fp32", "decoding": {k: {**v, "tokens_per_s": 1 / v["seconds"]} for k, v in dec.items()},
            "decode_bound": b}
     row = next(x for x in bench.targets(res) if x["target"].startswith("beam"))
     assert row["ceiling"] == pytest.approx(3.0) and "allows at most 3x" in row["status"]
     text = "\n".join(bench.decode_bound_markdown(b))
-    assert "**3x**" in text and "50% of its precision's peak rate" in text
+    assert "**3x**" in text and "50% of that rate" in text
+
+
+def test_matmul_probe_is_timed_among_the_compared_calls():
+    calls = []
+    probe = bench.MatmulProbe(CPU, None, n=64)
+    decs = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    for d in decs.values():
+        d.device, d.dtype, d.tokens = CPU, None, 1
+    out = bench.measure_decoding(decs, bench.Plan(decode_iters=3), lambda s: None, probe=probe)
+    assert set(out) == {"a", "b"} and len(probe.times) == 3 and calls == ["a", "b"] * 4   # warm-up + 3 rounds
+    assert probe.gflops == pytest.approx(2 * 64 ** 3 / bench.median(probe.times) / 1e9)
+
+
+def test_output_bound_is_the_output_layers_matmuls_at_the_peak():
+    # 3 MFLOP at 0.003 GFLOP/s take 1 s: a 1.5 s reference allows 1.5x
+    b = bench.output_bound(3e6, 0.003, 1.5)
+    assert b["output_s_at_peak"] == pytest.approx(1.0) and b["ceiling"] == pytest.approx(1.5)
+    assert bench.output_bound(3e6, None, 1.5) == {}     # no peak at this precision: no bound
+    # beam decoding scores one hypothesis per source at the first step, then every beam
+    assert bench.decode_rows(bench.Shape(beams=4, dec_len=48), 8) == 8 + 47 * 32

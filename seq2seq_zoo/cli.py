@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "    GRU and attention models (it has no pointer-generator);\n"
                                    "  - the time to score 1,000 summaries with ROUGE and with BERTScore;\n"
                                    "  - estimated model FLOP/s against a matmul peak measured in the same run; peak memory;\n"
+                                   "  - bounds: the highest decoding ratio against HF, and recurrent fast / reference\n"
+                                   "    speed-up, that the matmul rate (a product timed among the calls) allows;\n"
                                    "  - epoch time at 25/50/100% of DialogSum (pe_ablation CPU profile).\n"
                                    "Prints whether the speed targets are met (training >= 1.5x the peer, fp32 >= 1x, beam-4\n"
                                    "decoding >= 3x, an epoch < 5 min, the bench < 5 min); writes OUT/bench.json and\n"

@@ -718,7 +718,8 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
         row: dict[str, Any] = {}
         probe = MatmulProbe(device, dt, peak_matmul_n(device, plan))
         try:
-            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None, probe=probe)
+            figs = measure_training(trainers, rplan, {k: fp for k in trainers}, peaks, lambda s: None,
+                                    probe=probe)
         except RuntimeError as e:
             row["reference_error"] = str(e).splitlines()[0][:200]
             del trainers["reference"]
@@ -1125,9 +1126,10 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     bound = decode_bound(shape, dec, probe.gflops, res["default_precision"])
     if bound:
         res["decode_bound"] = bound
+        ceiling = bound.get("ceiling_vs_peer")
         progress(f"    bound: {bound['min_gflop']:.1f} GFLOP of matmuls at least, {bound['min_s']:.2f}s at the "
-                 f"{bound['peak_gflops']:.0f} GFLOP/s a {mm_n}³ product ran at between the timed calls" + (f"; the peer's time allows at most {bound['ceiling_vs_peer']:.3g}x"
-                            if bound.get("ceiling_vs_peer") else ""))
+                 f"{bound['peak_gflops']:.0f} GFLOP/s a {mm_n}³ product ran at between the timed calls"
+                 + (f"; the peer's time allows at most {ceiling:.3g}x" if ceiling else ""))
     progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     t = stage(f"decoding time against beam size {'/'.join(map(str, plan.beam_sizes))}")
@@ -1367,7 +1369,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def decode_bound_markdown(b: dict[str, Any] | None) -> list[str]:
-    """The decoding bound (decode_bound): the least matmul work of a call at the rate of a product timed among the decoders."""
+    """The decoding bound (decode_bound): the least matmul work of a call at the rate of a product timed
+    among the decoders."""
     if not b:
         return []
 
@@ -1432,15 +1435,18 @@ def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:
                      f"{_fmt(d['fast']['tokens_per_s'])} | {_fmt(d['reference']['tokens_per_s'])} | "
                      f"**{d['speedup']:.2f}x** | {_fmt(d['fast'].get('peak_mem_mb'))} | "
                      f"{_fmt(d['reference'].get('peak_mem_mb'))} |")
-    bounds = [f"{name} {p} training {row['ceiling']:.2f}x ({row['output_s_at_peak']:.2f} of {row['reference']['step_s']:.2f} s)"
+    bounds = [f"{name} {p} training {row['ceiling']:.2f}x ({row['output_s_at_peak']:.2f} of "
+              f"{row['reference']['step_s']:.2f} s)"
               for name, r in rec.items() for p, row in r["training"].items() if row.get("ceiling")]
     bounds += [f"{name} decoding {r['decoding']['ceiling']:.2f}x ({r['decoding']['output_s_at_peak']:.2f} of "
-               f"{r['decoding']['reference']['seconds']:.2f} s)" for name, r in rec.items() if r.get("decoding", {}).get("ceiling")]
+               f"{r['decoding']['reference']['seconds']:.2f} s)"
+               for name, r in rec.items() if r.get("decoding", {}).get("ceiling")]
     if bounds:
         L += ["", "Bound on the speed-up: both implementations do the same output-layer matmuls (training: 6 × output "
               "params × target tokens; beam decoding: 2 × output params × hypotheses, summed over the steps); at the "
               "rate of a square product timed among them (median) those alone take the first time in brackets (the "
-              "reference's whole time second), so no fast path can beat the reference by more than: " + "; ".join(bounds) + "."]
+              "reference's whole time second), so no fast path can beat the reference by more than: "
+              + "; ".join(bounds) + "."]
     return L
 
 

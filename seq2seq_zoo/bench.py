@@ -182,16 +182,21 @@ class PeakMemory:
         return False
 
 
-def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, device: torch.device) -> dict[str, list[float]]:
-    """Seconds per call of each function, timed in turn (a, b, a, b, ...) so noise hits all alike."""
-    times: dict[str, list[float]] = {k: [] for k in fns}
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, device: torch.device,
+                probe: MatmulProbe | None = None) -> dict[str, list[float]]:
+    """Seconds per call of each function, timed in turn (a, b, a, b, ...) so noise hits all alike.
+    ``probe``, if given, is timed in every round among them; its times land in ``probe.times``."""
+    calls = {**fns, **({"_probe": probe} if probe else {})}
+    times: dict[str, list[float]] = {k: [] for k in calls}
     for _ in range(rounds):
-        for name, fn in fns.items():
+        for name, fn in calls.items():
             sync(device)
             t0 = time.perf_counter()
             fn()
             sync(device)
             times[name].append(time.perf_counter() - t0)
+    if probe:
+        probe.times = times.pop("_probe")
     return times
 
 
@@ -386,23 +391,6 @@ def peak_matmul_n(device: torch.device, plan: Plan) -> int:
     return plan.matmul_n if device.type == "cpu" else max(plan.matmul_n, GPU_MATMUL_N)
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, iters: int = 8) -> float:
-    """GFLOP/s of an n x n x n matmul, best of ``iters`` (the hardware's attainable rate)."""
-    g = torch.Generator(device="cpu").manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
-    b = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    best = math.inf
-    for _ in range(iters):
-        sync(device)
-        t0 = time.perf_counter()
-        a @ b
-        sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n ** 3 / best / 1e9
-
-
 class MatmulProbe:
     """An n x n x n product timed among the compared calls (interleaved with them), so that a bound taken
     against its rate sees the same load as they do: on a shared machine the best-of-n peak measured at the
@@ -410,7 +398,7 @@ class MatmulProbe:
 
     def __init__(self, device: torch.device, dtype: torch.dtype | None, n: int = 1024):
         g = torch.Generator(device="cpu").manual_seed(0)
-        self.device, self.n = device, n
+        self.device, self.flops = device, 2 * n ** 3
         self.a, self.b = (torch.randn(n, n, generator=g).to(device=device, dtype=dtype or torch.float32)
                           for _ in range(2))
         self.times: list[float] = []
@@ -420,7 +408,15 @@ class MatmulProbe:
 
     @property
     def gflops(self) -> float | None:
-        return 2 * self.n ** 3 / median(self.times) / 1e9 if self.times else None
+        return self.flops / median(self.times) / 1e9 if self.times else None
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, iters: int = 8) -> float:
+    """GFLOP/s of an n x n x n matmul, best of ``iters`` (the hardware's attainable rate)."""
+    probe = MatmulProbe(device, dtype, n)
+    for _ in range(2):
+        probe()
+    return probe.flops / min(interleaved({"peak": probe}, iters, device)["peak"]) / 1e9
 
 
 class Trainer:
@@ -495,10 +491,7 @@ def measure_training(trainers: dict[str, Trainer], plan: Plan, fps: dict[str, di
             sync(tr.device)
         mems[name] = mem
     progress(f"    timing {', '.join(trainers)}: {plan.iters} interleaved rounds")
-    times = interleaved({**trainers, **({"_probe": probe} if probe else {})}, plan.iters,
-                        next(iter(trainers.values())).device)
-    if probe:
-        probe.times = times.pop("_probe")
+    times = interleaved(trainers, plan.iters, next(iter(trainers.values())).device, probe)
     return {name: train_figures(tr, times[name], fps[name], peaks, mems[name]) for name, tr in trainers.items()}
 
 
@@ -551,9 +544,7 @@ def measure_decoding(decoders: dict[str, Any], plan: Plan, progress: Callable[[s
             dec()
         mems[name] = mem
     progress(f"    timing {', '.join(decoders)}: {plan.decode_iters} interleaved rounds")
-    times = interleaved({**decoders, **({"_probe": probe} if probe else {})}, plan.decode_iters, device)
-    if probe:
-        probe.times = times.pop("_probe")
+    times = interleaved(decoders, plan.decode_iters, device, probe)
     out = {}
     for name, dec in decoders.items():
         s = median(times[name])

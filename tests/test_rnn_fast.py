@@ -128,6 +128,51 @@ def test_padded_gru_encoder_equals_the_packed_run():
     torch.testing.assert_close(final, ref_final)
 
 
+@pytest.mark.parametrize("cls,bidirectional", [(torch.nn.LSTM, True), (torch.nn.LSTM, False), (torch.nn.GRU, True)])
+def test_held_encoder_equals_the_packed_run_with_gradients(cls, bidirectional):
+    """A one-layer encoder with padding runs unpacked, its gates held at padding by the flag column
+    (``_run_held``): outputs, final states and every gradient as the packed run gives them."""
+    torch.manual_seed(0)
+    rnn = cls(5, 7, batch_first=True, bidirectional=bidirectional).double()
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] + [0] * 5, [1] * 3 + [0] * 3], dtype=torch.bool)
+    x = torch.randn(4, 6, 5, dtype=torch.float64, requires_grad=True)
+    params = [x] + list(rnn.parameters())
+
+    def losses(out, final):
+        finals = final if isinstance(final, tuple) else (final,)
+        g = torch.Generator().manual_seed(1)
+        return (out * torch.randn(out.shape, generator=g, dtype=out.dtype)).sum() + sum(
+            (f * torch.randn(f.shape, generator=g, dtype=f.dtype)).sum() for f in finals), finals
+
+    out, final = run_encoder(rnn, x, mask)
+    loss, finals = losses(out, final)
+    grads = torch.autograd.grad(loss, params)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, mask.sum(1), batch_first=True, enforce_sorted=False)
+    ref_out, ref_final = rnn(packed)
+    ref_out, _ = torch.nn.utils.rnn.pad_packed_sequence(ref_out, batch_first=True, total_length=6)
+    ref_loss, ref_finals = losses(ref_out, ref_final)
+    ref_grads = torch.autograd.grad(ref_loss, params)
+    torch.testing.assert_close(out, ref_out)
+    assert len(finals) == len(ref_finals)
+    for a, b in zip(finals, ref_finals):
+        torch.testing.assert_close(a, b)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b)
+    assert not any(p.grad is not None for p in rnn.parameters())   # the flag column is not a parameter
+
+
+def test_held_gates_saturate_exactly():
+    """The hold column drives the gate pre-activations at padding to +-1e4: sigmoid gives exactly 1 and 0
+    there in fp32 (an inexact 1 - 1e-8 would leak the padding into the cell state)."""
+    from seq2seq_zoo.models.rnn_kernels import HOLD, _hold_column
+    a = torch.linspace(-500, 500, 101)
+    assert torch.equal(torch.sigmoid(HOLD + a), torch.ones_like(a))
+    assert torch.equal(torch.sigmoid(-HOLD + a), torch.zeros_like(a))
+    col = _hold_column(torch.nn.LSTM(3, 2)).flatten().tolist()
+    assert col == [-HOLD, -HOLD, HOLD, HOLD, 0.0, 0.0, 0.0, 0.0]
+    assert _hold_column(torch.nn.GRU(3, 2)).flatten().tolist() == [0.0, 0.0, HOLD, HOLD, 0.0, 0.0]
+
+
 def test_additive_energy_by_hand_and_gradcheck():
     torch.manual_seed(0)
     B, T, S, n = 2, 3, 4, 5

@@ -8,8 +8,9 @@ bilstm    bidirectional LSTM encoder, its final states reduced into an LSTM deco
 Equation numbers refer to Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by Jointly
 Learning to Align and Translate" (section 3.1 and appendix A).
 
-Padding never reaches a state: the encoder runs on packed sequences (so its final state is the one after
-each source's last real token and padded outputs are zeros), and the attention softmax gives padded
+Padding never reaches a state: the encoder runs on packed sequences, or in the fast implementation on an
+equivalent unpacked run (``rnn_kernels.run_encoder``), so its final state is the one after each source's
+last real token and padded outputs are zeros; and the attention softmax gives padded
 positions exactly zero weight. The decoder input is ``batch.tgt_in`` fed through ``feed`` (extended ids
 -> <unk>); target padding only follows the real tokens, so it cannot change earlier steps. Every
 decoder state tensor is batch-first, so the default ``reorder`` (index dim 0) serves beam search.

@@ -24,7 +24,7 @@ from seq2seq_zoo.precision import autocast_dtype
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.loop import fit, lr_at
-from seq2seq_zoo.utils import atomic_write_json, hardware, load_checkpoint, pick_device, seed_everything
+from seq2seq_zoo.utils import atomic_write_json, code_version, hardware, load_checkpoint, pick_device, seed_everything
 
 
 def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, vocab: Vocab | None = None):
@@ -98,6 +98,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     (``train.distributed``) every rank trains; ranks > 0 then return None and only rank 0 writes."""
     t_start = time.perf_counter()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    code = code_version()   # at the start: the code this process imported, not a later checkout's
     out = Path(out)
     ddp = distributed.current()  # None in one process; else this rank of a DDP run: only rank 0 writes
     main = ddp is None or ddp.is_main
@@ -173,7 +174,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     lr_steps = sorted(set(np.unique(np.geomspace(1, steps, num=min(steps, 200)).astype(int)).tolist()))
     record = {
         "experiment": spec.experiment, "run": spec.name, "order": order, "status": "done",
-        "version": __version__, "command": command or " ".join(sys.argv),
+        "version": __version__, "code": code, "command": command or " ".join(sys.argv),
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
         "params": params, "model_rules": model.model_rules(),  # the rules the tables state

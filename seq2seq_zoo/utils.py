@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import random
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,24 @@ def hardware() -> dict[str, Any]:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
+
+
+def code_version(package_dir: str | Path | None = None) -> dict[str, Any]:
+    """Which code produced a result: the git commit of the checkout the package runs from and whether
+    its tracked files differ from that commit (``dirty``); ``commit`` None outside a git checkout (an
+    installed wheel) or without git. Runs differ by float rounding when a kernel changes between
+    commits (README: Recurrent models: ``impl``), so records keep it."""
+    root = Path(package_dir) if package_dir else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=20)
+        if sha.returncode != 0:
+            return {"commit": None, "dirty": None}
+        st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "."],
+                            capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
 
 
 def hardware_str(hw: dict[str, Any]) -> str:

@@ -81,6 +81,7 @@ def test_record_json(finished_run):
         assert ev["decode"]["beam_size"] == 2 and ev["decode"]["max_len"] == 20
         hw = rec["hardware"]
         assert hw["torch"] == torch.__version__ and hw["cpu"] and hw["python"]
+        assert set(rec["code"]) == {"commit", "dirty"}   # the checkout's commit, or None outside git
         assert rec["lr_curve"][0][0] == 1 and rec["lr_curve"][-1][0] == 4
         assert all(v == pytest.approx(0.003) for _, v in rec["lr_curve"])
 

@@ -644,3 +644,25 @@ def test_two_reports_and_a_writing_run_leave_every_table_whole(finished, tmp_pat
     assert seen["reads"] > 0 and seen["bad"] == [], seen["bad"][:5]
     assert tmp_files(R) == []
     assert sorted(pd.read_csv(exp / "table.csv")["run"]) == ["a", "b"]
+
+
+def test_code_version_names_the_checkout_commit_and_none_outside_git(tmp_path):
+    """Records keep the commit of the code that produced them (kernels can change results by float
+    rounding between commits); outside a git checkout the commit is None, not an error."""
+    import re
+    import shutil
+    import subprocess
+
+    from seq2seq_zoo.utils import code_version
+    assert code_version(tmp_path) == {"commit": None, "dirty": None}
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["add", "a.py"], check=True)
+    subprocess.run(git + ["commit", "-qm", "a"], check=True)
+    v = code_version(tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{40}", v["commit"]) and v["dirty"] is False
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert code_version(tmp_path)["dirty"] is True

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seq2seq_zoo.config import DecodeConfig
 from seq2seq_zoo.data.batching import Batch
@@ -265,3 +267,27 @@ def test_fast_kernels_train_under_a_gpus_autocast(monkeypatch, name, opts):
     flat32 = torch.cat([g.flatten() for g in grads32.values()])
     flat16 = torch.cat([grads16[k].flatten() for k in grads32])
     assert float((flat16 - flat32).norm()) <= 0.05 * float(flat32.norm())
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=5), st.sampled_from(["lstm", "gru"]), st.booleans(),
+       st.integers(0, 2**16), st.floats(0.1, 30.0))
+def test_held_encoder_fuzzed_against_the_packed_run(lengths, kind, bidirectional, seed, scale):
+    """Random source lengths (padding anywhere from none to all but one token), cell kinds, directions and
+    input scales (large inputs push the gates' other terms up, where HOLD must still saturate them):
+    the unpacked held run gives the packed run's outputs and final states."""
+    from seq2seq_zoo.models.rnn_kernels import _run_held
+    torch.manual_seed(seed)
+    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+    rnn = cls(4, 5, batch_first=True, bidirectional=bidirectional).double()
+    S = max(lengths)
+    lens = torch.tensor(lengths)
+    mask = torch.arange(S) < lens.unsqueeze(1)
+    x = torch.randn(len(lengths), S, 4, dtype=torch.float64) * scale
+    out, final = _run_held(rnn, x, mask, lens)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lens, batch_first=True, enforce_sorted=False)
+    ref_out, ref_final = rnn(packed)
+    ref_out, _ = torch.nn.utils.rnn.pad_packed_sequence(ref_out, batch_first=True, total_length=S)
+    torch.testing.assert_close(out, ref_out)
+    for a, b in zip(final if isinstance(final, tuple) else (final,), ref_final if isinstance(ref_final, tuple) else (ref_final,)):
+        torch.testing.assert_close(a, b)

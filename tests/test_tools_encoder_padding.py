@@ -64,8 +64,13 @@ def test_times_both_encoder_runs_on_padded_batches(tmp_path, capsys, monkeypatch
     assert 1 <= len(calls) <= 2
 
 
-def test_refuses_a_model_without_a_recurrent_encoder(tmp_path):
+def test_refuses_a_model_without_a_recurrent_encoder_and_a_wrong_run_name(tmp_path, capsys):
     tool = load_tool()
     data = write_dialogsum(tmp_path / "data")
-    with pytest.raises(SystemExit, match="no one-layer recurrent encoder"):
-        tool.main([str(write_toml(tmp_path / "e.toml", "transformer")), "--run", "r", "--data-dir", str(data)])
+    toml = str(write_toml(tmp_path / "e.toml", "transformer"))
+    with pytest.raises(SystemExit) as e:
+        tool.main([toml, "--run", "r", "--data-dir", str(data)])
+    assert e.value.code == 2 and "no one-layer recurrent encoder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        tool.main([toml, "--run", "nope", "--data-dir", str(data)])
+    assert e.value.code == 2 and "no run named 'nope'" in capsys.readouterr().err

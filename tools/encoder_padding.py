@@ -12,6 +12,7 @@ the experiments train on. Prints per-batch times and the sums.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -20,6 +21,7 @@ import torch
 from seq2seq_zoo.bench import Trainer
 from seq2seq_zoo.config import load_experiment
 from seq2seq_zoo.data.batching import bucket_batches, collate
+from seq2seq_zoo.errors import UserError
 from seq2seq_zoo.models import rnn_kernels
 from seq2seq_zoo.models.base import build_model
 from seq2seq_zoo.registry import model_context
@@ -34,6 +36,12 @@ def packed_run(rnn, x, mask, lengths):
     return out, final
 
 
+def fail(msg: str) -> None:
+    """An input error: one line on stderr, exit 2, no traceback (as ``zoo``)."""
+    print(f"error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("experiment")
@@ -45,9 +53,12 @@ def main(argv=None) -> None:
     ap.add_argument("--data-dir", default=None, help="where the datasets are (as `zoo run --data-dir`)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    exp = load_experiment(args.experiment, profile=args.profile, only=[args.run])
-    spec = exp.runs[0]
-    vocab, data, _ = prepare_data(spec, args.data_dir, log=lambda *a: None)
+    try:
+        exp = load_experiment(args.experiment, profile=args.profile, only=[args.run])
+        spec = exp.runs[0]
+        vocab, data, _ = prepare_data(spec, args.data_dir, log=lambda *a: None)
+    except UserError as e:
+        fail(str(e))
     train = data["train"]
     order = bucket_batches(train, spec.train.batch_size, max_tokens=spec.train.max_tokens, seed=spec.seed, epoch=0)
     pick = np.linspace(0, len(order) - 1, min(args.batches, len(order))).astype(int)
@@ -55,8 +66,8 @@ def main(argv=None) -> None:
     model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
     enc = getattr(model, "encoder", None)
     if not isinstance(enc, (torch.nn.LSTM, torch.nn.GRU)) or enc.num_layers != 1:
-        raise SystemExit(f"{args.experiment}: run {spec.name} ({spec.model}) has no one-layer recurrent encoder; "
-                         f"the unpacked run serves bilstm and pointer_generator (layers = 1)")
+        fail(f"{args.experiment}: run {spec.name} ({spec.model}) has no one-layer recurrent encoder; "
+             f"the unpacked run serves bilstm and pointer_generator (layers = 1)")
     held = rnn_kernels._run_held
     total = {"unpacked": 0.0, "packed": 0.0}
     padded = sum(1 for b in order if len({len(train[i].src) for i in b}) > 1)

@@ -23,7 +23,6 @@ Definitions (also written into the output):
 """
 from __future__ import annotations
 
-import math
 import os
 import resource
 import statistics

@@ -116,6 +116,15 @@ def test_decode_step_with_hypotheses_grouped_per_source_equals_copied_rows(name)
             assert torch.equal(mask_f, mask_r)
 
 
+def packed_reference(rnn, x, mask):
+    """The oracle for the encoder tests: torch's packed run over the real tokens of ``mask``, outputs
+    padded back with zeros, final states as a tuple (GRU: one element, LSTM: (h, c))."""
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, mask.sum(1), batch_first=True, enforce_sorted=False)
+    out, final = rnn(packed)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=mask.size(1))
+    return out, final if isinstance(final, tuple) else (final,)
+
+
 def test_padded_gru_encoder_equals_the_packed_run():
     torch.manual_seed(0)
     rnn = torch.nn.GRU(5, 7, batch_first=True).double()
@@ -123,9 +132,7 @@ def test_padded_gru_encoder_equals_the_packed_run():
     mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] + [0] * 5], dtype=torch.bool)
     x = x * mask.unsqueeze(-1)
     out, final = run_encoder(rnn, x, mask)
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, mask.sum(1), batch_first=True, enforce_sorted=False)
-    ref_out, ref_final = rnn(packed)
-    ref_out, _ = torch.nn.utils.rnn.pad_packed_sequence(ref_out, batch_first=True, total_length=6)
+    ref_out, (ref_final,) = packed_reference(rnn, x, mask)
     torch.testing.assert_close(out, ref_out)
     torch.testing.assert_close(final, ref_final)
 
@@ -149,9 +156,7 @@ def test_held_encoder_equals_the_packed_run_with_gradients(cls, bidirectional):
     out, final = run_encoder(rnn, x, mask)
     loss, finals = losses(out, final)
     grads = torch.autograd.grad(loss, params)
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, mask.sum(1), batch_first=True, enforce_sorted=False)
-    ref_out, ref_final = rnn(packed)
-    ref_out, _ = torch.nn.utils.rnn.pad_packed_sequence(ref_out, batch_first=True, total_length=6)
+    ref_out, ref_final = packed_reference(rnn, x, mask)
     ref_loss, ref_finals = losses(ref_out, ref_final)
     ref_grads = torch.autograd.grad(ref_loss, params)
     torch.testing.assert_close(out, ref_out)
@@ -285,9 +290,9 @@ def test_held_encoder_fuzzed_against_the_packed_run(lengths, kind, bidirectional
     mask = torch.arange(S) < lens.unsqueeze(1)
     x = torch.randn(len(lengths), S, 4, dtype=torch.float64) * scale
     out, final = _run_held(rnn, x, mask, lens)
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lens, batch_first=True, enforce_sorted=False)
-    ref_out, ref_final = rnn(packed)
-    ref_out, _ = torch.nn.utils.rnn.pad_packed_sequence(ref_out, batch_first=True, total_length=S)
+    ref_out, ref_finals = packed_reference(rnn, x, mask)
     torch.testing.assert_close(out, ref_out)
-    for a, b in zip(final if isinstance(final, tuple) else (final,), ref_final if isinstance(ref_final, tuple) else (ref_final,)):
+    finals = final if isinstance(final, tuple) else (final,)
+    assert len(finals) == len(ref_finals)
+    for a, b in zip(finals, ref_finals):
         torch.testing.assert_close(a, b)

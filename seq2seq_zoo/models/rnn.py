@@ -45,13 +45,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput
 from seq2seq_zoo.models.kernels import LazyOutput, log_softmax_fp32
 from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, double_keys,
-                                            fp32_on_cpu, run_encoder)
+                                            fp32_on_cpu, run_encoder, run_packed)
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
@@ -111,10 +110,6 @@ def coverage_loss(a: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     per_step = torch.minimum(a, cov).sum(-1)                        # (B, T)
     real = real.to(per_step.dtype)
     return (per_step * real).sum() / real.sum().clamp(min=1)
-
-
-def _lengths(mask: torch.Tensor) -> torch.Tensor:
-    return mask.sum(1).clamp(min=1).cpu()
 
 
 class _Recurrent(Seq2Seq):
@@ -224,9 +219,7 @@ class _Recurrent(Seq2Seq):
         if self.impl == "fast":
             out, final = run_encoder(self.encoder, x, mask)
             return out, final, mask
-        packed = pack_padded_sequence(x, _lengths(mask), batch_first=True, enforce_sorted=False)
-        out, final = self.encoder(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=batch.src.size(1))
+        out, final = run_packed(self.encoder, x, mask)
         return out, final, mask
 
     @staticmethod

@@ -55,7 +55,8 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
     A batch without padding runs as one padded sequence (the same computation). With padding, a
     one-layer unidirectional GRU also runs padded: its outputs at real tokens do not see the padding
     after them and its final state is its output at the last real token. Otherwise (a bidirectional or
-    deeper encoder, or an LSTM, whose final cell state no output shows) the sequence is packed."""
+    deeper encoder, or an LSTM, whose final cell state no output shows) a one-layer encoder on CPU runs
+    unpacked with its gates held at padding (``_run_held``), anything else packed (``run_packed``)."""
     lengths = mask.sum(1).clamp(min=1)
     B, S = mask.shape
     with fp32_on_cpu(x.device):
@@ -70,10 +71,18 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
             return out.masked_fill(~valid.unsqueeze(-1), 0.0), final
         if x.device.type == "cpu" and rnn.num_layers == 1 and getattr(rnn, "proj_size", 0) == 0:
             return _run_held(rnn, x, mask, lengths)
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, final = rnn(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=S)
-        return out, final
+        return run_packed(rnn, x, mask)
+
+
+def run_packed(rnn, x: torch.Tensor, mask: torch.Tensor):
+    """The packed run: ``rnn`` over ``x`` (B, S, m) packed by the lengths of ``mask`` (B, S), outputs
+    padded back to S with zeros. The reference implementation's encoder, and ``run_encoder``'s where no
+    unpacked run gives the same values."""
+    lengths = mask.sum(1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, final = rnn(packed)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=mask.size(1))
+    return out, final
 
 
 # A pre-activation this far from zero saturates a gate exactly: sigmoid(HOLD + a) == 1.0 and
@@ -104,30 +113,26 @@ def _run_held(rnn, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor):
     state (h = o tanh(0) = 0) until the first real token, as the packed run starts it. Saturated gates
     have zero derivative, so padding sends no gradient either. Values equal the packed run's up to float
     rounding (tests check outputs, final states and gradients)."""
-    B, S, _ = x.shape
-    flag = (~mask).to(x.dtype).unsqueeze(-1)
-    xf = torch.cat([x, flag], -1)
+    B = x.size(0)
+    lstm, dirs, n = isinstance(rnn, torch.nn.LSTM), (2 if rnn.bidirectional else 1), rnn.hidden_size
+    xf = torch.cat([x, (~mask).to(x.dtype).unsqueeze(-1)], -1)   # + the padding flag
     col = _hold_column(rnn)
     weights = list(rnn._flat_weights)
-    per_dir = len(weights) // (2 if rnn.bidirectional else 1)
-    for d in range(2 if rnn.bidirectional else 1):
+    per_dir = len(weights) // dirs
+    for d in range(dirs):
         weights[d * per_dir] = torch.cat([weights[d * per_dir], col], 1)
-    dirs, n = (2 if rnn.bidirectional else 1), rnn.hidden_size
-    h0 = x.new_zeros(dirs, B, n)
+    h0 = x.new_zeros(dirs, B, n, dtype=weights[0].dtype)
     args = (weights, rnn.bias, 1, 0.0, rnn.training, rnn.bidirectional, rnn.batch_first)
     with torch.autocast("cpu", enabled=False):   # CPU only: the cell runs in fp32 (see ``fp32_on_cpu``)
-        xf, h0 = xf.to(weights[0].dtype), h0.to(weights[0].dtype)
-        if isinstance(rnn, torch.nn.LSTM):
-            out, h, c = torch._VF.lstm(xf, (h0, h0), *args)
-        else:
+        xf = xf.to(weights[0].dtype)
+        if not lstm:
             out, h = torch._VF.gru(xf, h0, *args)
-            c = None
-    if isinstance(rnn, torch.nn.LSTM):
-        # the forward direction's h after its last real token (the reverse direction's final h is exact)
-        last = (lengths - 1).view(B, 1, 1).expand(B, 1, n)
-        h = torch.cat([out[..., :n].gather(1, last).transpose(0, 1), h[1:]], 0).contiguous()
-    out = out.masked_fill(~mask.unsqueeze(-1), 0.0)
-    return out, (h, c) if c is not None else h
+            return out.masked_fill(~mask.unsqueeze(-1), 0.0), h
+        out, h, c = torch._VF.lstm(xf, (h0, h0), *args)
+    # the forward direction's h after its last real token (the reverse direction's final h is exact)
+    last = (lengths - 1).view(B, 1, 1).expand(B, 1, n)
+    h = torch.cat([out[..., :n].gather(1, last).transpose(0, 1), h[1:]], 0).contiguous()
+    return out.masked_fill(~mask.unsqueeze(-1), 0.0), (h, c)
 
 
 # ------------------------------------------------------------------------------------------- attention

@@ -30,8 +30,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from seq2seq_zoo.data.vocab import PAD_ID
-
 
 def fp32_on_cpu(device: torch.device):
     """Autocast off on CPU (the recurrent cell and attention energies run in fp32 there); on GPUs the

@@ -1,0 +1,108 @@
+"""tools/remote_batch.py: pack an experiment's runs, run them side by side to a deadline, bring them back."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import tarfile
+from pathlib import Path
+
+from conftest import tiny_experiment, write_dialogsum
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location("remote_batch", ROOT / "tools" / "remote_batch.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_strip_metrics_drops_bertscore_only():
+    tool = load_tool()
+    text = 'name = "x"\nmetrics = ["rouge", "bertscore", "unk_ratio"]\n# metrics = ["bertscore"] in a comment\n'
+    out, dropped = tool.strip_metrics(text)
+    assert out.splitlines()[1] == 'metrics = ["rouge", "unk_ratio"]'
+    assert out.splitlines()[2] == text.splitlines()[2]      # comments keep their text
+    assert dropped == ["bertscore"]
+    assert tool.strip_metrics('metrics = ["rouge"]\n') == ('metrics = ["rouge"]\n', [])
+
+
+RUNS = """
+[[runs]]
+name = "a"
+
+[[runs]]
+name = "b"
+train = { init_from = "a", epochs = 1 }
+
+[[runs]]
+name = "c"
+"""
+
+
+def test_pack_go_unpack_end_to_end(tmp_path, capsys):
+    tool = load_tool()
+    data = write_dialogsum(tmp_path / "data", n_train=16)
+    toml = tmp_path / "tiny_remote.toml"
+    toml.write_text(tiny_experiment("tiny_remote", RUNS, seeds=1, epochs=1)
+                    .replace('metrics = ["rouge"]', 'metrics = ["rouge", "bertscore"]'), encoding="utf-8")
+    pack = tmp_path / "pack"
+    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack)]) == 0
+    batch = json.loads((pack / "batch.json").read_text())
+    assert batch["runs"] == ["a", "b"] and batch["after"] == {"a": [], "b": ["a"]}
+    assert batch["dropped_metrics"] == ["bertscore"]
+    assert 'metrics = ["rouge"]' in (pack / "tiny_remote.toml").read_text()
+    assert (pack / "data" / "dialogsum" / "dialogsum.train.jsonl").is_file()
+    assert (pack / "site" / "rouge_score" / "rouge_scorer.py").is_file()
+
+    out = tmp_path / "out"
+    capsys.readouterr()
+    rc = tool.main(["go", "--dir", str(pack), "--seconds", "300", "--out", str(out), "--device", "cpu",
+                    "--poll", "0.2"])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert printed.index("a: finished") < printed.index("started b")      # b starts from a's weights
+    summary = (out / "summary.txt").read_text()
+    assert "a: finished" in summary and "b: finished" in summary
+    with tarfile.open(out / "remote_batch.tgz") as tar:
+        names = tar.getnames()
+    assert "res/tiny_remote/a/record.json" in names and "res/tiny_remote/b/record.json" in names
+    assert "logs/run_a.log" in names
+    assert not [n for n in names if n.endswith(".pt") or "checkpoints" in n]
+    record = json.loads((pack / "res" / "tiny_remote" / "b" / "record.json").read_text())
+    assert "bertscore" not in record["eval"]["settings"] and "rouge1" in json.dumps(record["eval"])
+
+    results = tmp_path / "results"
+    assert tool.main(["unpack", str(out / "remote_batch.tgz"), "--results", str(results)]) == 0
+    assert (results / "tiny_remote" / "a" / "record.json").is_file()
+    assert (results / "tiny_remote" / "b" / "predictions.jsonl").is_file()
+    assert (results / "tiny_remote" / "logs" / "run_b.log").is_file()
+    assert not list(results.rglob("*.pt"))
+    assert tool.main(["unpack", str(out / "remote_batch.tgz"), "--results", str(results)]) == 2   # no overwrite
+    assert "already there" in capsys.readouterr().err
+    assert tool.main(["unpack", str(out / "remote_batch.tgz"), "--results", str(results), "--force"]) == 0
+
+
+def test_go_stops_runs_at_the_deadline_with_a_checkpoint(tmp_path, capsys):
+    tool = load_tool()
+    data = write_dialogsum(tmp_path / "data", n_train=16)
+    toml = tmp_path / "long.toml"
+    toml.write_text(tiny_experiment("long", RUNS, seeds=1, epochs=100000), encoding="utf-8")
+    pack = tmp_path / "pack"
+    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack)]) == 0
+    rc = tool.main(["go", "--dir", str(pack), "--seconds", "20", "--out", str(tmp_path / "out"),
+                    "--device", "cpu", "--poll", "0.2"])
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert rc == 1
+    assert "a: stopped" in summary and "b: not started" in summary   # b waits for a, which did not finish
+    assert (pack / "res" / "long" / "a" / "checkpoints" / "last.pt").is_file()   # --resume continues it there
+    assert "--resume" in (pack / "logs" / "run_a.log").read_text()
+
+
+def test_pack_and_go_errors_are_one_line(tmp_path, capsys):
+    tool = load_tool()
+    assert tool.main(["go", "--dir", str(tmp_path / "none"), "--seconds", "1"]) == 2
+    assert "run `pack` first" in capsys.readouterr().err
+    assert tool.main(["pack", str(tmp_path / "missing.toml"), "--dir", str(tmp_path / "p")]) == 2
+    assert "experiment file not found" in capsys.readouterr().err

@@ -1,0 +1,336 @@
+"""Run chosen runs of an experiment on a machine that receives only a copy of this checkout (a lent GPU
+machine, a cluster node without the shared data), side by side, to a deadline, and bring the results back.
+
+How `results/gpu_full/` is made. Three steps:
+
+  here:   python tools/remote_batch.py pack experiments/dialogsum_transformer.toml \\
+              --only strong-seed1 strong-seed2 strong-seed3 --profile none [--dir .dev]
+  there:  python3 tools/remote_batch.py go --seconds 480 --out $OUT [--dir .dev] [--tests tests/test_gpu_logic.py]
+  here:   python tools/remote_batch.py unpack OUT/remote_batch.tgz --results results/gpu_full
+          zoo report --results results/gpu_full dialogsum_transformer
+
+``pack`` writes DIR (default ``.dev``, which git ignores through .git/info/exclude) with what the other
+machine lacks: the experiment file (BERTScore dropped from its metrics, since its backbone does not travel;
+score it afterwards with ``zoo eval RUN --metrics bertscore``), the corpora the chosen runs read, the
+pure-Python packages the evaluation needs (rouge_score, nltk: copied from this interpreter), wheels named
+with ``--wheel`` (e.g. gensim for word2vec runs, downloaded for ``--python``), and ``batch.json``. It
+prints the size of what will travel and what else would (tracked files: results/ alone is ~200 MB).
+
+``go`` starts every run at once (``python3 -m seq2seq_zoo run ... --resume``, logs in DIR/logs), starts a
+run whose ``train.init_from`` names another run of the batch once that one has finished, and at the
+deadline sends SIGTERM: a run stops the way Ctrl-C stops it (its last.pt is written; ``go`` again on the
+same machine continues it with ``--resume``). Then it writes OUT/remote_batch.tgz (DIR/res without
+checkpoints, plus the logs) and OUT/summary.txt. A second ``go`` on the same machine must not re-send DIR:
+whatever replaces it there replaces the checkpoints too.
+
+``unpack`` copies the finished runs (those with a record.json) into ``--results/<experiment>/`` and the
+logs into ``<experiment>/logs/``; it refuses to overwrite a run that is there unless ``--force``.
+
+Why a script: the other machine has no copy of ../shared/data, no rouge-score and at most 64 MiB of
+travelling files; the steps above are the ones session #13 got wrong by hand (a second call re-sent
+DIR and the runs restarted).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE_PACKAGES = ("rouge_score", "nltk")     # pure Python; the lent machines' image has absl, regex, tqdm, joblib
+DROP_METRICS = ("bertscore",)
+EXIT_USAGE = 2
+
+
+def fail(msg: str) -> int:
+    print(f"remote_batch: error: {msg}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def mib(path: Path) -> float:
+    if path.is_file():
+        return path.stat().st_size / 2**20
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+# ------------------------------------------------------------------------------------------------ pack
+def strip_metrics(text: str, drop=DROP_METRICS) -> tuple[str, list[str]]:
+    """The experiment file's text with ``drop`` taken out of its ``metrics = [...]`` line(s)."""
+    dropped = []
+
+    def fix(m):
+        items = re.findall(r'"([^"]*)"', m.group(2))
+        keep = [x for x in items if x not in drop]
+        dropped.extend(x for x in items if x in drop)
+        return m.group(1) + "[" + ", ".join(f'"{x}"' for x in keep) + "]"
+    return re.sub(r'(?m)^(\s*metrics\s*=\s*)\[([^\]]*)\]', fix, text), dropped
+
+
+def dependencies(specs) -> dict[str, list[str]]:
+    """run -> the runs of the batch it starts from (``train.init_from``, with the seed suffix as
+    runner.resolve_init finds it)."""
+    names = {s.name for s in specs}
+    out = {}
+    for s in specs:
+        v = s.train.init_from
+        cands = [v, f"{v}-seed{s.seed}"] if v else []
+        out[s.name] = [c for c in cands if c in names]
+    return out
+
+
+def cmd_pack(a) -> int:
+    sys.path.insert(0, str(ROOT))
+    from seq2seq_zoo.config import load_experiment
+    from seq2seq_zoo.data.corpora import resolve_data_dir
+    from seq2seq_zoo.errors import UserError
+    src = Path(a.experiment)
+    try:
+        exp = load_experiment(src, None if a.profile == "none" else a.profile, a.only)
+    except UserError as e:
+        return fail(str(e))
+    specs = exp.runs
+    if not specs:
+        return fail(f"{src}: no runs selected")
+    d = Path(a.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    text, dropped = strip_metrics(src.read_text(encoding="utf-8"))
+    (d / src.name).write_text(text, encoding="utf-8")
+    datasets = sorted({s.data.dataset for s in specs})
+    for ds in datasets:
+        try:
+            base = resolve_data_dir(ds, a.data_dir, exp.raw.get("experiment", {}).get("data_dir"))
+        except UserError as e:
+            return fail(str(e))
+        shutil.rmtree(d / "data" / ds, ignore_errors=True)
+        shutil.copytree(base / ds, d / "data" / ds, ignore=shutil.ignore_patterns("*hiddentest*"))
+    site = d / "site"
+    for pkg in SITE_PACKAGES:
+        mod = __import__(pkg)
+        shutil.rmtree(site / pkg, ignore_errors=True)
+        shutil.copytree(Path(mod.__file__).parent, site / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = d / "wheels"
+    for w in a.wheel or []:
+        wheels.mkdir(exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+               "--python-version", a.python, "--implementation", "cp",
+               *[x for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+                 for x in ("--platform", p)], "-d", str(wheels), w]
+        if subprocess.run(cmd).returncode:
+            return fail(f"pip could not download {w} for Python {a.python} (command: {' '.join(cmd)})")
+    batch = {"experiment": src.name, "name": exp.name, "profile": a.profile, "runs": [s.name for s in specs],
+             "after": dependencies(specs), "datasets": datasets, "dropped_metrics": dropped,
+             "packed": time.strftime("%Y-%m-%d %H:%M:%S")}
+    (d / "batch.json").write_text(json.dumps(batch, indent=1) + "\n", encoding="utf-8")
+    w2v = [s.name for s in specs if str(s.model_options.get("embeddings", "")).startswith("word2vec")]
+    print(f"packed {len(specs)} run(s) of {exp.name} into {d}/ ({mib(d):.1f} MiB): {', '.join(batch['runs'])}")
+    if dropped:
+        print(f"  metrics dropped there: {', '.join(dropped)} (score later: zoo eval RUN --metrics bertscore)")
+    if w2v and not any(wheels.glob("gensim-*.whl")):
+        print(f"  runs {', '.join(w2v)} train word2vec vectors: add --wheel gensim==<version> (compiled; "
+              "the other machine has no gensim)")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True).stdout.split(b"\0")
+    size = sum((ROOT / p.decode()).stat().st_size for p in tracked if p and (ROOT / p.decode()).is_file()) / 2**20
+    print(f"  tracked files: {size:.0f} MiB; the checkout travels with them. If that is over the limit, keep "
+          "results/ back for the call:\n    git rm -r -q --cached results && echo /results/ >> .git/info/exclude\n"
+          "  and afterwards: git reset -q && sed -i '\\#^/results/$#d' .git/info/exclude")
+    if not _ignored(d):
+        print(f"  note: {d}/ is not ignored by git; add it to .git/info/exclude (echo /{d.name}/ >> "
+              ".git/info/exclude) and name it in the call's carry")
+    return 0
+
+
+def _ignored(path: Path) -> bool:
+    r = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT)
+    return r.returncode == 0
+
+
+# -------------------------------------------------------------------------------------------------- go
+def cmd_go(a) -> int:
+    d = Path(a.dir).resolve()
+    try:
+        batch = json.loads((d / "batch.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        return fail(f"{d / 'batch.json'}: {e}; run `pack` first")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    site = d / "site"
+    wheels = sorted((d / "wheels").glob("*.whl")) if (d / "wheels").is_dir() else []
+    if wheels:
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                            "--upgrade", "--target", str(site), *map(str, wheels)])
+        if r.returncode:
+            return fail("installing the carried wheels failed")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(site)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    logs = d / "logs"
+    logs.mkdir(exist_ok=True)
+    deadline = time.time() + a.seconds
+    extra = ["--device", a.device] if a.device else []
+    tests = None
+    if a.tests:
+        tests = subprocess.Popen([sys.executable, "-m", "pytest", "-q", *a.tests], cwd=ROOT, env=env,
+                                 stdout=open(logs / "tests.log", "w"), stderr=subprocess.STDOUT)
+    state: dict[str, dict] = {r: {"state": "waiting"} for r in batch["runs"]}
+
+    def start(run):
+        cmd = [sys.executable, "-m", "seq2seq_zoo", "run", str(d / batch["experiment"]), "--profile", batch["profile"],
+               "--only", run, "--results", str(d / "res"), "--data-dir", str(d / "data"), "--resume",
+               "--no-progress", *extra]
+        log = open(logs / f"run_{run}.log", "a")
+        log.write(f"$ {' '.join(cmd)}\n")
+        log.flush()
+        state[run] = {"state": "running", "proc": subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
+                                                                    stderr=subprocess.STDOUT), "t0": time.time()}
+        print(f"[{time.strftime('%H:%M:%S')}] started {run}", flush=True)
+
+    while True:
+        for run, st in state.items():
+            if st["state"] == "running" and st["proc"].poll() is not None:
+                rc = st["proc"].returncode
+                st.update(state="finished" if rc == 0 else "failed", rc=rc, minutes=(time.time() - st["t0"]) / 60)
+                print(f"[{time.strftime('%H:%M:%S')}] {run}: {st['state']} (exit {rc}, {st['minutes']:.1f} min)",
+                      flush=True)
+        for run, st in state.items():
+            if st["state"] == "waiting":
+                deps = [state[x]["state"] for x in batch["after"].get(run, [])]
+                if any(s in ("failed", "skipped", "stopped") for s in deps):
+                    st["state"] = "skipped"
+                elif all(s == "finished" for s in deps):
+                    start(run)
+        if not any(st["state"] in ("waiting", "running") for st in state.values()):
+            break
+        if time.time() >= deadline:
+            running = [r for r, st in state.items() if st["state"] == "running"]
+            print(f"[{time.strftime('%H:%M:%S')}] deadline: stopping {', '.join(running) or 'nothing'} "
+                  "(SIGTERM: each writes its last.pt)", flush=True)
+            for r in running:
+                state[r]["proc"].send_signal(signal.SIGTERM)
+            for r in running:
+                try:
+                    state[r]["proc"].wait(timeout=a.grace)
+                except subprocess.TimeoutExpired:
+                    state[r]["proc"].kill()
+                    state[r]["proc"].wait()
+                state[r].update(state="stopped", rc=state[r]["proc"].returncode,
+                                minutes=(time.time() - state[r]["t0"]) / 60)
+            for st in state.values():
+                if st["state"] == "waiting":
+                    st["state"] = "not started"
+            break
+        time.sleep(a.poll)
+    if tests is not None:
+        try:
+            tests.wait(timeout=max(5.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            tests.kill()
+    lines = [f"{batch['name']} ({batch['profile']}), packed {batch['packed']}, deadline {a.seconds:.0f} s"]
+    for run, st in state.items():
+        last = _last_line(logs / f"run_{run}.log")
+        lines.append(f"{run}: {st['state']}" + (f" (exit {st['rc']}, {st['minutes']:.1f} min)" if "rc" in st else "")
+                     + (f" | {last}" if last else ""))
+    if tests is not None:
+        lines.append(f"tests: exit {tests.returncode} | {_last_line(logs / 'tests.log')}")
+    summary = "\n".join(lines) + "\n"
+    print(summary, end="")
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.txt").write_text(summary, encoding="utf-8")
+        (logs / "summary.txt").write_text(summary, encoding="utf-8")
+        with tarfile.open(out / "remote_batch.tgz", "w:gz") as tar:
+            for base in (d / "res", logs):
+                if base.is_dir():
+                    for p in sorted(base.rglob("*")):
+                        if p.is_file() and not _is_checkpoint(p):
+                            tar.add(p, arcname=str(p.relative_to(d)))
+        print(f"wrote {out / 'remote_batch.tgz'} ({mib(out / 'remote_batch.tgz'):.1f} MiB)")
+    return 0 if all(st["state"] == "finished" for st in state.values()) else 1
+
+
+def _is_checkpoint(p: Path) -> bool:
+    return "checkpoints" in p.parts or p.suffix == ".pt" or p.name.endswith(".lock")
+
+
+def _last_line(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in re.split(r"[\r\n]", text) if ln.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+# ---------------------------------------------------------------------------------------------- unpack
+def cmd_unpack(a) -> int:
+    tgz, results = Path(a.archive), Path(a.results)
+    if not tgz.is_file():
+        return fail(f"{tgz}: not found")
+    with tarfile.open(tgz) as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+        names = [m.name for m in members]
+        bad = [n for n in names if n.startswith("/") or ".." in Path(n).parts]
+        if bad:
+            return fail(f"{tgz}: unsafe path {bad[0]}")
+        done = sorted({Path(n).parent for n in names if n.startswith("res/") and n.endswith("/record.json")})
+        copied = []
+        for run_dir in done:          # res/<experiment>/<run>
+            exp, run = run_dir.parts[1], run_dir.parts[2]
+            dest = results / exp / run
+            if dest.exists() and not a.force:
+                return fail(f"{dest}: already there; --force replaces it")
+            shutil.rmtree(dest, ignore_errors=True)
+            for m in members:
+                if Path(m.name).parent == run_dir or run_dir in Path(m.name).parents:
+                    target = results / exp / Path(m.name).relative_to(Path("res") / exp)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(tar.extractfile(m).read())
+            copied.append(f"{exp}/{run}")
+        exps = sorted({c.split("/")[0] for c in copied}) or sorted(
+            {Path(n).parts[1] for n in names if n.startswith("res/") and len(Path(n).parts) > 2})
+        for m in members:
+            if m.name.startswith("logs/") and exps:
+                target = results / exps[0] / "logs" / Path(m.name).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(tar.extractfile(m).read())
+    print(f"unpacked {len(copied)} finished run(s) into {results}/: {', '.join(copied) or 'none'}")
+    if copied:
+        print(f"next: zoo report --results {results} {' '.join(sorted({c.split('/')[0] for c in copied}))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="remote_batch.py", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("pack", help="here: write DIR with what the other machine needs")
+    p.add_argument("experiment")
+    p.add_argument("--only", nargs="+", metavar="RUN", help="runs to take (default: all)")
+    p.add_argument("--profile", default="none", help="profile the runs use there (default: none, full size)")
+    p.add_argument("--dir", default=".dev")
+    p.add_argument("--data-dir", default=None, help="folder holding <dataset>/ here (default: as zoo run finds it)")
+    p.add_argument("--wheel", action="append", metavar="REQ", help="a compiled package to carry, e.g. gensim==4.4.0")
+    p.add_argument("--python", default="3.12", help="the other machine's Python, for --wheel (default 3.12)")
+    g = sub.add_parser("go", help="there: run the packed runs side by side to a deadline")
+    g.add_argument("--dir", default=".dev")
+    g.add_argument("--seconds", type=float, required=True, help="deadline, from the start")
+    g.add_argument("--out", default=os.environ.get("OUT"), help="where the archive goes (default: $OUT)")
+    g.add_argument("--device", default=None, help="passed to zoo run --device")
+    g.add_argument("--tests", nargs="+", help="pytest files to run beside the runs (log: DIR/logs/tests.log)")
+    g.add_argument("--grace", type=float, default=90.0, help="seconds a stopped run gets to write last.pt")
+    g.add_argument("--poll", type=float, default=5.0, help=argparse.SUPPRESS)
+    u = sub.add_parser("unpack", help="here: copy the finished runs into a results folder")
+    u.add_argument("archive")
+    u.add_argument("--results", default="results/gpu_full")
+    u.add_argument("--force", action="store_true")
+    a = ap.parse_args(argv)
+    return {"pack": cmd_pack, "go": cmd_go, "unpack": cmd_unpack}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,6 +65,8 @@ def penalise_repeats(lp: torch.Tensor | None, tokens: torch.Tensor, penalty: flo
                      logits: torch.Tensor | None = None) -> torch.Tensor:
     """The repetition penalty on one step's log-probs ``lp`` (N, V) given the tokens (N, t) generated so
     far; ``logits``: the model's raw logits of the step (same width), used by ``keskar`` when given."""
+    if lp is not None and (penalty == 1.0 or tokens.size(1) == 0):
+        return lp    # before the fp32 copy of the logits below: a (hypotheses x V) copy per step for nothing
     if logits is not None and (lp is None or logits.shape == lp.shape):
         z = logits.float()
     else:

@@ -191,6 +191,47 @@ def test_fused_token_losses_under_bf16_autocast_match_the_unfused_path():
         torch.testing.assert_close(a, b, rtol=0.05, atol=1e-3)
 
 
+def test_fused_token_losses_bf16_over_several_row_blocks(monkeypatch):
+    """bf16 on CPU takes its own path (one logits buffer, G in place, one product for dW): over three
+    row blocks it matches the fp32-accumulating blocked path and an fp64 reference to bf16 rounding."""
+    from seq2seq_zoo.models import kernels
+    torch.manual_seed(3)
+    V, d = 5000, 16
+    h = torch.randn(2, 1000, d, requires_grad=True)
+    lin = torch.nn.Linear(d, V)
+    target = torch.randint(4, V, (2, 1000))
+    target[1, 950:] = 0
+
+    def fused(low: bool):
+        monkeypatch.setattr(kernels, "_low_precision_cpu", lambda cd: low and cd == torch.bfloat16)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = fused_token_losses(h, lin.weight, lin.bias, target, 0.1, V)[0] * 0.37
+        return loss, torch.autograd.grad(loss, [h, lin.weight, lin.bias])
+    new, g_new = fused(True)
+    old, g_old = fused(False)
+    h64, w64, b64 = (t.detach().double().requires_grad_() for t in (h, lin.weight, lin.bias))
+    ref = token_losses(F.linear(h64, w64, b64).log_softmax(-1), target, 0.1, V)[0] * 0.37
+    g_ref = torch.autograd.grad(ref, [h64, w64, b64])
+    torch.testing.assert_close(new, old, rtol=1e-4, atol=0)
+    torch.testing.assert_close(new.double(), ref, rtol=1e-3, atol=0)
+    for a, b, r in zip(g_new, g_old, g_ref):
+        assert a.dtype == b.dtype == torch.float32
+        err_new = ((a.double() - r).norm() / r.norm()).item()
+        err_old = ((b.double() - r).norm() / r.norm()).item()
+        assert err_new < 0.01 and err_new < 1.5 * err_old + 1e-4, (err_new, err_old)
+
+
+def test_fused_token_losses_bf16_second_backward_is_an_error():
+    torch.manual_seed(4)
+    h = torch.randn(50, 8, requires_grad=True)
+    lin = torch.nn.Linear(8, 40)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = fused_token_losses(h, lin.weight, lin.bias, torch.randint(4, 40, (50,)), 0.1, 40)[0]
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):   # not a silent wrong result
+        loss.backward()
+
+
 def test_transformer_output_log_probs_are_lazy_and_unchanged():
     model = tiny_transformer(vocab_size=30)
     batch = random_batch(30, src_lens=[4, 6], tgt_lens=[3, 5], seed=1)

@@ -3,7 +3,6 @@ the examples a run uses, one decode-and-score path, one greedy decoder, one deco
 from __future__ import annotations
 
 import ast
-import dataclasses
 import inspect
 from pathlib import Path
 

@@ -6,7 +6,6 @@ on extended ids. Models without copying simply never predict ids >= |V|.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Iterable

@@ -3,7 +3,6 @@ phase) and for runs validated by a decode metric (``train.val_metric``): the see
 (validation ROUGE-1 by iteration), Tables 29-30 (test scores and repetition, pre-trained vs fine-tuned)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd

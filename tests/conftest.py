@@ -4,6 +4,7 @@ Everything here is small on purpose: the suite runs on 2 busy CPU cores.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -18,6 +19,14 @@ from seq2seq_zoo.data.vocab import Vocab
 
 # tiny models are faster on one thread, and the machine is shared with a training job
 torch.set_num_threads(1)
+
+def load_tool(name: str):
+    """``tools/<name>.py`` imported as a module (the tools are scripts, not part of the package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 
 _PEOPLE = ["amy", "bob", "carl", "dana"]
 _ITEMS = ["car", "book", "phone", "lamp"]

@@ -1,23 +1,12 @@
 """tools/encoder_padding.py: times the unpacked encoder against the packed run on a run's own batches."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from conftest import write_dialogsum
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location("encoder_padding", ROOT / "tools" / "encoder_padding.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
+from conftest import load_tool, write_dialogsum
 
 def write_toml(path: Path, model: str) -> Path:
     path.write_text(f"""
@@ -41,7 +30,7 @@ name = "r"
 
 
 def test_times_both_encoder_runs_on_padded_batches(tmp_path, capsys, monkeypatch):
-    tool = load_tool()
+    tool = load_tool("encoder_padding")
     data = write_dialogsum(tmp_path / "data", n_train=24)
     train = data / "dialogsum" / "dialogsum.train.jsonl"
     rows = [json.loads(line) for line in train.read_text(encoding="utf-8").splitlines()]
@@ -65,7 +54,7 @@ def test_times_both_encoder_runs_on_padded_batches(tmp_path, capsys, monkeypatch
 
 
 def test_refuses_a_model_without_a_recurrent_encoder_and_a_wrong_run_name(tmp_path, capsys):
-    tool = load_tool()
+    tool = load_tool("encoder_padding")
     data = write_dialogsum(tmp_path / "data")
     toml = str(write_toml(tmp_path / "e.toml", "transformer"))
     with pytest.raises(SystemExit) as e:

@@ -1,25 +1,13 @@
 """tools/remote_batch.py: pack an experiment's runs, run them side by side to a deadline, bring them back."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import tarfile
-from pathlib import Path
 
-from conftest import tiny_experiment, write_dialogsum
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location("remote_batch", ROOT / "tools" / "remote_batch.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
+from conftest import load_tool, tiny_experiment, write_dialogsum
 
 def test_strip_metrics_drops_bertscore_only():
-    tool = load_tool()
+    tool = load_tool("remote_batch")
     text = 'name = "x"\nmetrics = ["rouge", "bertscore", "unk_ratio"]\n# metrics = ["bertscore"] in a comment\n'
     out, dropped = tool.strip_metrics(text)
     assert out.splitlines()[1] == 'metrics = ["rouge", "unk_ratio"]'
@@ -42,7 +30,7 @@ name = "c"
 
 
 def test_pack_go_unpack_end_to_end(tmp_path, capsys):
-    tool = load_tool()
+    tool = load_tool("remote_batch")
     data = write_dialogsum(tmp_path / "data", n_train=16)
     toml = tmp_path / "tiny_remote.toml"
     toml.write_text(tiny_experiment("tiny_remote", RUNS, seeds=1, epochs=1)
@@ -85,7 +73,7 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
 
 
 def test_go_stops_runs_at_the_deadline_with_a_checkpoint(tmp_path, capsys):
-    tool = load_tool()
+    tool = load_tool("remote_batch")
     data = write_dialogsum(tmp_path / "data", n_train=16)
     toml = tmp_path / "long.toml"
     toml.write_text(tiny_experiment("long", RUNS, seeds=1, epochs=100000), encoding="utf-8")
@@ -101,7 +89,7 @@ def test_go_stops_runs_at_the_deadline_with_a_checkpoint(tmp_path, capsys):
 
 
 def test_pack_and_go_errors_are_one_line(tmp_path, capsys):
-    tool = load_tool()
+    tool = load_tool("remote_batch")
     assert tool.main(["go", "--dir", str(tmp_path / "none"), "--seconds", "1"]) == 2
     assert "run `pack` first" in capsys.readouterr().err
     assert tool.main(["pack", str(tmp_path / "missing.toml"), "--dir", str(tmp_path / "p")]) == 2

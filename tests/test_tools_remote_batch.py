@@ -37,6 +37,7 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
                     .replace('metrics = ["rouge"]', 'metrics = ["rouge", "bertscore"]'), encoding="utf-8")
     pack = tmp_path / "pack"
     assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack)]) == 0
+    assert "outside the checkout" in capsys.readouterr().out       # tmp_path would not travel: said so
     batch = json.loads((pack / "batch.json").read_text())
     assert batch["runs"] == ["a", "b"] and batch["after"] == {"a": [], "b": ["a"]}
     assert batch["dropped_metrics"] == ["bertscore"]

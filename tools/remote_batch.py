@@ -134,21 +134,30 @@ def cmd_pack(a) -> int:
     if dropped:
         print(f"  metrics dropped there: {', '.join(dropped)} (score later: zoo eval RUN --metrics bertscore)")
     if w2v and not any(wheels.glob("gensim-*.whl")):
-        print(f"  runs {', '.join(w2v)} train word2vec vectors: add --wheel gensim==<version> (compiled; "
-              "the other machine has no gensim)")
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            pins = f"--wheel gensim=={version('gensim')} --wheel smart_open=={version('smart_open')}"
+        except PackageNotFoundError:
+            pins = "--wheel gensim==VERSION --wheel smart_open==VERSION"
+        print(f"  runs {', '.join(w2v)} train word2vec vectors: add {pins} (the lent machines' image has "
+              "neither)")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True).stdout.split(b"\0")
     size = sum((ROOT / p.decode()).stat().st_size for p in tracked if p and (ROOT / p.decode()).is_file()) / 2**20
     print(f"  tracked files: {size:.0f} MiB; the checkout travels with them. If that is over the limit, keep "
           "results/ back for the call:\n    git rm -r -q --cached results && echo /results/ >> .git/info/exclude\n"
           "  and afterwards: git reset -q && sed -i '\\#^/results/$#d' .git/info/exclude")
-    if not _ignored(d):
+    inside = d.resolve().is_relative_to(ROOT)
+    if not inside:
+        print(f"  note: {d}/ is outside the checkout ({ROOT}), so it will not travel with it; pack into a "
+              "folder of the checkout that git ignores")
+    elif not _ignored(d):
         print(f"  note: {d}/ is not ignored by git; add it to .git/info/exclude (echo /{d.name}/ >> "
               ".git/info/exclude) and name it in the call's carry")
     return 0
 
 
 def _ignored(path: Path) -> bool:
-    r = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT)
+    r = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT, stderr=subprocess.DEVNULL)
     return r.returncode == 0
 
 

@@ -202,8 +202,30 @@ def _passive_openmp_when_busy() -> None:
         pass
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep freed memory for reuse: buffers up to 32 MiB come from the heap (not a fresh
+    mmap each time), and up to 1 GiB freed at the heap's top stays mapped (256 MiB of padding per growth).
+    A training step allocates and frees the same large buffers (logits blocks, activations) every time;
+    with glibc's defaults many return to the system and the next step pays first-touch page faults on them.
+    Measured at the bench shape on 1 thread (AVX512-BF16 VM, loaded; A/B in separate processes): a `bilstm`
+    step 3.36-3.59 -> 2.72-2.99 s in bf16 and 6.53-6.71 -> 5.52-5.60 s in fp32, the Transformer's 2.66-2.76 ->
+    2.46-2.49 s in bf16 and ~1.02x in fp32; peak RSS +10%. Allocation only: the numbers computed are the same.
+    ``ZOO_MALLOC=default`` keeps glibc's settings; a no-op where libc is not glibc. Returns whether it applied."""
+    if os.environ.get("ZOO_MALLOC", "").lower() == "default" or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3      # malloc.h
+        return bool(libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30)
+                    and libc.mallopt(m_top_pad, 256 << 20))
+    except (OSError, AttributeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     _passive_openmp_when_busy()
+    keep_freed_memory()
     ap = build_parser()
     args = ap.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -400,3 +403,34 @@ def test_output_bound_is_the_output_layers_matmuls_at_the_peak():
     assert bench.output_bound(3e6, None, 1.5) == {}     # no peak at this precision: no bound
     # beam decoding scores one hypothesis per source at the first step, then every beam
     assert bench.decode_rows(bench.Shape(beams=4, dec_len=48), 8) == 8 + 47 * 32
+
+
+# ------------------------------------------------------------------------------------ allocator settings
+_RSS_PROBE = """
+import os
+from seq2seq_zoo.cli import keep_freed_memory
+applied = keep_freed_memory()
+import numpy as np
+def rss():
+    return int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+a = np.ones(24 << 20, dtype=np.uint8)      # touched: 24 MiB resident
+before = rss()
+del a
+print(applied, (before - rss()) >> 20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_keep_freed_memory_keeps_a_freed_24_mib_buffer_for_reuse():
+    """With ``keep_freed_memory`` a freed 24 MiB buffer stays in the heap for the next step's allocation;
+    with glibc's defaults (ZOO_MALLOC=default) it goes back to the system (its pages fault in again)."""
+    def probe(**env):
+        out = subprocess.run([sys.executable, "-c", _RSS_PROBE], capture_output=True, text=True, check=True,
+                             env={**os.environ, **env}).stdout.split()
+        return out[0] == "True", int(out[1])
+    applied, released = probe()
+    if not applied:
+        pytest.skip("libc is not glibc")
+    assert released <= 2
+    applied, released = probe(ZOO_MALLOC="default")
+    assert not applied and released >= 20

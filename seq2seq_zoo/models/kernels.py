@@ -260,30 +260,28 @@ class _FusedSmoothedNLL(torch.autograd.Function):
             gWt = torch.zeros(W.size(1), W.size(0), dtype=acc, device=h.device) if need_w and not ctx.low else None
             gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
             hit = torch.full((1, 1), -(1 - eps), dtype=W.dtype, device=h.device)
-            if ctx.low:   # (a second backward, retain_graph, fails autograd's version check: Z is G now)
-                Z = blocks[0]
-                for r in range(0, Z.size(0), rows):
-                    G = _softmax_into(Z[r:r + rows], Z[r:r + rows])      # in place: the logits are not needed again
-                    G.scatter_add_(1, target[r:r + G.size(0), None], hit.expand(G.size(0), 1))
-                    if need_b:
-                        gb += G.sum(0)
-                if need_h:
-                    gh = (Z @ W).to(acc)
-                if need_w:
-                    gWt = (hc.t() @ Z).to(acc)
-                blocks = []
-            buf = torch.empty_like(blocks[0]) if blocks else None
+            if ctx.low:   # one (N, V) buffer: its row blocks turn into G in place (a second backward,
+                Z = blocks[0]   # retain_graph, fails autograd's version check: Z is G now)
+                blocks = list(Z.split(rows))
+            buf = torch.empty_like(blocks[0]) if blocks and not ctx.low else None
             for i, z in enumerate(blocks):
                 r = i * rows
                 n = z.size(0)
-                G = _softmax_into(z, buf[:n])
+                G = _softmax_into(z, z if ctx.low else buf[:n])
                 G.scatter_add_(1, target[r:r + n, None], hit.expand(n, 1))
                 if need_b:
                     gb += G.sum(0)   # (fp32 accumulation inside; a dtype= argument would copy G first)
+                if ctx.low:          # the products run once over all rows, below
+                    continue
                 if need_h:
                     gh[r:r + n] = G @ W
                 if need_w:
                     gWt += hc[r:r + n].t() @ G
+            if ctx.low:
+                if need_h:
+                    gh = (Z @ W).to(acc)
+                if need_w:
+                    gWt = (hc.t() @ Z).to(acc)
             if eps > 0:  # the -eps / width on the first ``width`` columns of every row of G
                 c = eps / width
                 if need_h:

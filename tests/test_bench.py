@@ -224,6 +224,25 @@ def test_fused_token_losses_bf16_over_several_row_blocks(monkeypatch):
         assert err_new < 0.01 and err_new < 1.5 * err_old + 1e-4, (err_new, err_old)
 
 
+@pytest.mark.parametrize("autocast", [False, True])
+def test_fused_token_losses_weight_gradient_comes_in_the_weights_layout(autocast):
+    """dW leaves the backward contiguous in the weight's (V, d) layout, fp32 blocked path and bf16 path
+    alike: a transposed sum made autograd copy it into the parameter's layout on every step."""
+    torch.manual_seed(5)
+    V, d = 3000, 8
+    h = torch.randn(700, d, requires_grad=True)
+    lin = torch.nn.Linear(d, V)
+    target = torch.randint(4, V, (700,))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = fused_token_losses(h, lin.weight, lin.bias, target, 0.1, V)[0] * 0.5
+    gw, gb = torch.autograd.grad(loss, [lin.weight, lin.bias])
+    assert gw.shape == lin.weight.shape and gw.stride() == lin.weight.stride()
+    w64 = lin.weight.detach().double().requires_grad_()
+    ref = token_losses(F.linear(h.detach().double(), w64, lin.bias.double()).log_softmax(-1), target, 0.1, V)[0] * 0.5
+    (g_ref,) = torch.autograd.grad(ref, [w64])
+    assert ((gw.double() - g_ref).norm() / g_ref.norm()).item() < (0.01 if autocast else 1e-5)
+
+
 def test_fused_token_losses_bf16_second_backward_is_an_error():
     torch.manual_seed(4)
     h = torch.randn(50, 8, requires_grad=True)

@@ -234,8 +234,12 @@ class _FusedSmoothedNLL(torch.autograd.Function):
                 lse[r:r + rows] = z[:, 0].to(acc) - ls[:, 0]
                 del ls
             nll_sum = nll.sum()
+            ctx.w_sum = None
             if eps > 0:
-                mean = h.detach().to(acc) @ weight.detach()[:width].to(acc).mean(0)
+                # sum_j W_j over the smoothed columns, for the loss's mean logit and the backward's eps term
+                # (from the weight as given: a bf16 copy's sum would mean a (V, d) fp32 conversion)
+                ctx.w_sum = weight.detach()[:width].to(acc).sum(0)
+                mean = h.detach().to(acc) @ (ctx.w_sum / width)
                 if bias is not None:
                     mean = mean + bias.detach()[:width].to(acc).mean()
                 loss_sum = (1 - eps) * nll_sum + eps * (lse - mean).sum()
@@ -257,7 +261,9 @@ class _FusedSmoothedNLL(torch.autograd.Function):
         with torch.autocast(h.device.type, enabled=False):
             hc = h.to(W.dtype)
             gh = torch.empty(h.shape, dtype=acc, device=h.device) if need_h and not ctx.low else None
-            gWt = torch.zeros(W.size(1), W.size(0), dtype=acc, device=h.device) if need_w and not ctx.low else None
+            # dW in the weight's own (V, d) layout: a (d, V) sum handed back transposed made autograd copy
+            # it into the parameter's layout, after a strided multiply by g (fp32, 1 thread: 0.25 s a step)
+            gW = torch.zeros(W.shape, dtype=acc, device=h.device) if need_w and not ctx.low else None
             gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
             hit = torch.full((1, 1), -(1 - eps), dtype=W.dtype, device=h.device)
             if ctx.low:   # one (N, V) buffer: its row blocks turn into G in place (a second backward,
@@ -275,24 +281,26 @@ class _FusedSmoothedNLL(torch.autograd.Function):
                     continue
                 if need_h:
                     gh[r:r + n] = G @ W
-                if need_w:
-                    gWt += hc[r:r + n].t() @ G
+                if need_w and G.dtype == gW.dtype:
+                    gW.addmm_(G.t(), hc[r:r + n])
+                elif need_w:   # a GPU's bf16/fp16 products (one block) into the fp32 sum
+                    gW += G.t() @ hc[r:r + n]
             if ctx.low:
                 if need_h:
                     gh = (Z @ W).to(acc)
                 if need_w:
-                    gWt = (hc.t() @ Z).to(acc)
+                    gW = (Z.t() @ hc).to(acc)
             if eps > 0:  # the -eps / width on the first ``width`` columns of every row of G
                 c = eps / width
                 if need_h:
-                    gh -= c * W[:width].to(acc).sum(0)
+                    gh -= c * ctx.w_sum
                 if need_w:
-                    gWt[:, :width] -= c * h.to(acc).sum(0)[:, None]
+                    gW[:width] -= c * h.to(acc).sum(0)
                 if need_b:
                     gb[:width] -= c * h.size(0)
             g = grad.to(acc)
             gh = gh.mul_(g).to(h.dtype) if need_h else None
-            gW = gWt.t().mul(g).to(ctx.wdtype) if need_w else None
+            gW = gW.mul_(g).to(ctx.wdtype) if need_w else None
             gb = gb.mul_(g).to(ctx.wdtype) if need_b else None
         return gh, gW, gb, None, None, None, None
 

@@ -202,6 +202,18 @@ def _passive_openmp_when_busy() -> None:
         pass
 
 
+def _changed_settings(spec, rec_path: Path) -> list[str]:
+    """The settings in which a finished run's record differs from ``spec`` (``reuse.drift``); none for a
+    record that does not read (the report names damaged files)."""
+    from seq2seq_zoo import reuse
+    from seq2seq_zoo.errors import DamagedFile
+    from seq2seq_zoo.utils import read_json
+    try:
+        return reuse.drift(spec.to_dict(), read_json(rec_path, "record"))
+    except (DamagedFile, OSError):
+        return []
+
+
 def keep_freed_memory() -> bool:
     """Ask glibc's malloc to keep freed memory for reuse: buffers up to 32 MiB come from the heap (not a fresh
     mmap each time), and up to 1 GiB freed at the heap's top stays mapped (256 MiB of padding per growth).
@@ -317,7 +329,13 @@ def cmd_run(args) -> int:
             out = exp_dir / spec.name
             rec = out / "record.json"
             if rec.exists() and not args.force:
-                print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
+                changed = _changed_settings(spec, rec)
+                if changed:
+                    print(f"[{spec.name}] already done ({rec}), but with other settings than this file gives now "
+                          f"(file vs record: {'; '.join(changed[:4])}{'; ...' if len(changed) > 4 else ''}): "
+                          "kept as it is, and the tables say so; retrain it with --force")
+                else:
+                    print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
                 continue
             all_order = order.index(spec.name)
             cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None

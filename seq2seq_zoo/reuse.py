@@ -55,9 +55,89 @@ def comparable(spec: dict) -> dict[str, Any]:
 
 def differences(a: dict, b: dict) -> list[str]:
     """Settings in which two specs differ, as ``key: A vs B`` lines."""
-    fa, fb = comparable(a), comparable(b)
+    return _lines(comparable(a), comparable(b))
+
+
+def _lines(fa: dict, fb: dict) -> list[str]:
     return [f"{k}: {fa.get(k, '(not set)')!r} vs {fb.get(k, '(not set)')!r}"
             for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+_PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def drift(spec: dict, record: dict) -> list[str]:
+    """Settings in which a finished run's record differs from the spec its experiment file gives it now,
+    as ``key: FILE vs RECORD`` lines (empty: the record is what the file asks for). ``train.precision =
+    "auto"`` on either side stands for the precision the run trained in (the record's ``train.precision``):
+    a record made with "auto" on a CPU without bf16 matches a file that now pins "fp32"."""
+    fa, fb = comparable(spec), comparable(record.get("spec", {}))
+    ran = record.get("train", {}).get("precision")
+    ran = _PRECISION.get(ran, ran)
+    for side in (fa, fb):
+        if side.get("train.precision") == "auto" and ran:
+            side["train.precision"] = ran
+    # metrics: what the record holds scores of (``zoo eval --metrics`` adds some after training)
+    scored = set((record.get("eval") or {}).get("settings") or {}) | set(fb.get("eval.metrics") or [])
+    missing = [m for m in fa.pop("eval.metrics", None) or [] if m not in scored]
+    fb.pop("eval.metrics", None)
+    return _lines(fa, fb) + ([f"eval.metrics: not scored: {', '.join(missing)}"] if missing else [])
+
+
+def experiment_file(records: list[dict], exp_dir: Path | None = None) -> Path | None:
+    """The experiment file the records of one results folder came from, where it exists from here: the one
+    ``zoo run`` noted in the folder's ``experiment.json``, else the ``.toml`` named in a record's command,
+    else ``experiments/<experiment>.toml``; None if none exists."""
+    if exp_dir is not None and (Path(exp_dir) / "experiment.json").is_file():
+        try:
+            noted = read_json(Path(exp_dir) / "experiment.json", "experiment file").get("file")
+        except (ValueError, OSError):
+            noted = None
+        if noted and Path(noted).is_file():
+            return Path(noted)
+    for r in records:
+        for token in str(r.get("command") or "").split():
+            if token.endswith(".toml") and Path(token).is_file():
+                return Path(token)
+    name = next((r.get("experiment") for r in records if r.get("experiment")), None)
+    path = Path("experiments") / f"{name}.toml"
+    return path if name and path.is_file() else None
+
+
+def mark_changed_settings(records: list[dict], exp_dir: Path | None = None) -> tuple[Path | None, list[str]]:
+    """Compare each finished run with what its experiment file (``experiment_file``), read with the run's
+    profile, gives it now; a run whose settings changed since it trained gets ``changed_settings`` (the tables' notes
+    name the differing settings). Records already marked stale (the first round's), runs the file no
+    longer has, and a file that no longer reads are left as they are. Returns (the file, the runs marked)."""
+    from seq2seq_zoo.config import load_experiment
+    path = experiment_file(records, exp_dir)
+    if path is None:
+        return None, []
+    specs: dict[Any, dict[str, dict] | None] = {}
+    marked = []
+    for r in records:
+        if r.get("stale") or not r.get("spec"):
+            continue
+        profile = r.get("profile")
+        if profile not in specs:
+            try:
+                specs[profile] = {s.name: s.to_dict() for s in load_experiment(path, profile=profile).runs}
+            except Exception:  # a file that no longer reads (its own command says why): nothing to compare
+                specs[profile] = None
+        spec = (specs[profile] or {}).get(r.get("run"))
+        if spec is None:
+            continue
+        changed = drift(spec, r)
+        if changed:
+            shown = "; ".join(changed[:4]) + (f"; and {len(changed) - 4} more" if len(changed) > 4 else "")
+            if all(c.startswith("eval.metrics: not scored") for c in changed):
+                fix = (f"the tables have no column for them; `zoo eval {exp_dir or 'RESULTS/EXPERIMENT'}/RUN --metrics "
+                       + changed[0].split(": ", 2)[2].replace(", ", " ") + "` prints them")
+            else:
+                fix = f"retrain with `zoo run {path} --only RUN --force`"
+            r["changed_settings"] = f"{path.name} vs record: {shown}; {fix}"
+            marked.append(r.get("run"))
+    return path, marked
 
 
 def source_dir(results: Path, same_as: str, seed: int) -> Path | None:

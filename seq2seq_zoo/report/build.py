@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from seq2seq_zoo import reuse
 from seq2seq_zoo.report import extras, finetune, plots, significance
 from seq2seq_zoo.report.tables import fmt, loss_table, params_table, results_table, to_markdown, val_loss_table
 from seq2seq_zoo.results import load_records
@@ -79,6 +80,9 @@ def _settings_lines(records: list[dict]) -> list[str]:
     for t, runs in _grouped(records, lambda r: r.get("stale") or ""):
         if t:
             lines.append(f"- **Stale**: {t}{_for(runs, records)}")
+    for t, runs in _grouped(records, lambda r: r.get("changed_settings") or ""):   # reuse.mark_changed_settings
+        if t:
+            lines.append(f"- **Differ from the experiment file as it is now**: {t}{_for(runs, records)}")
     for r in records:
         e = r.get("embeddings")
         if e and e.get("embeddings") != "random":
@@ -136,6 +140,11 @@ def _build(exp_dir: Path, warn) -> list[Path]:
     records = load_records(exp_dir, damaged)
     for msg in damaged:
         warn(msg)
+    path, changed = reuse.mark_changed_settings(records, exp_dir)   # runs the experiment file now sets up otherwise
+    if changed:   # reported, not left out: a notice, not one of ``warn``'s problems
+        import sys
+        print(f"warning: {exp_dir}: {len(changed)} run(s) hold results of other settings than {path} gives now: "
+              f"{', '.join(changed)} (the table's notes name the settings)", file=sys.stderr)
     if not records:
         if damaged:
             raise DamagedFile(damaged[0])

@@ -1,0 +1,77 @@
+"""A finished run whose experiment file has changed since it trained: ``zoo run`` keeps it but says which
+settings differ (file vs record) and how to retrain it; ``zoo report`` names it and the settings in the
+table's notes; ``--force`` retrains it and the note goes away. ``reuse.drift`` by hand."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from seq2seq_zoo.cli import main
+from seq2seq_zoo.reuse import drift
+
+RUNS = '[[runs]]\nname = "base"\npe = "sinusoidal"\n'
+
+
+def _run(argv):
+    threads = torch.get_num_threads()
+    try:
+        return main(argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _spec(**train):
+    return {"experiment": "x", "name": "r", "model": "gru", "model_options": {"hidden": 8},
+            "train": {"epochs": 20, "precision": "auto", **train}, "eval": {"metrics": ["rouge"]}}
+
+
+def test_drift_names_changed_settings_and_reads_auto_precision_as_what_ran():
+    record = {"spec": _spec(), "train": {"precision": "fp32"}, "eval": {"settings": {"rouge": {}}}}
+    assert drift(_spec(), record) == []
+    # the file now pins what "auto" resolved to on the machine that trained: the same run
+    assert drift(_spec(precision="fp32"), record) == []
+    assert drift(_spec(precision="bf16"), record) == ["train.precision: 'bf16' vs 'fp32'"]
+    assert drift(_spec(epochs=60), record) == ["train.epochs: 60 vs 20"]
+    # a metric the file asks for and the record never scored; one scored afterwards counts as scored
+    asks = {**_spec(), "eval": {"metrics": ["rouge", "bertscore"]}}
+    assert drift(asks, record) == ["eval.metrics: not scored: bertscore"]
+    scored = {**record, "eval": {"settings": {"rouge": {}, "bertscore": {}}}}
+    assert drift(asks, scored) == []
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from conftest import tiny_experiment, write_dialogsum
+    tmp = tmp_path_factory.mktemp("drift")
+    data_dir = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
+    toml = tmp / "drift.toml"
+    toml.write_text(tiny_experiment("drift", RUNS, data_dir=data_dir, epochs=1), encoding="utf-8")
+    results = tmp / "results"
+    assert _run(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    return tmp, data_dir, toml, results
+
+
+def test_changed_file_is_reported_by_run_and_report_and_cleared_by_force(trained, capsys):
+    from conftest import tiny_experiment
+    tmp, data_dir, toml, results = trained
+    table = results / "drift" / "table.md"
+    assert "**Differ from the experiment file" not in table.read_text()
+    toml.write_text(tiny_experiment("drift", RUNS, data_dir=data_dir, epochs=2), encoding="utf-8")
+    capsys.readouterr()
+    assert _run(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "[base] already done" in out and "other settings than this file gives now" in out
+    assert "train.epochs: 2 vs 1" in out and "--force" in out
+    rec = json.loads((results / "drift" / "base" / "record.json").read_text())
+    assert rec["train"]["epochs_run"] == 1                      # kept as it was
+    assert _run(["report", "--results", str(results)]) == 0
+    err = capsys.readouterr().err
+    assert "1 run(s) hold results of other settings" in err and "base" in err
+    notes = table.read_text()
+    assert "**Differ from the experiment file as it is now**" in notes
+    assert "drift.toml vs record: train.epochs: 2 vs 1" in notes and "--force" in notes
+    assert _run(["run", str(toml), "--results", str(results), "--no-progress", "--force"]) == 0
+    assert json.loads((results / "drift" / "base" / "record.json").read_text())["train"]["epochs_run"] == 2
+    assert "**Differ from the experiment file" not in table.read_text()

@@ -123,6 +123,27 @@ def tiny_transformer(vocab_size: int = 24, seed: int = 0, **kw):
     return Transformer(vocab_size, **opts).eval()
 
 
+def run_cli(argv: list[str]) -> int:
+    """``zoo ARGV`` in this process (``cli.main``); torch's thread count, which a run sets, is restored."""
+    from seq2seq_zoo.cli import main
+    threads = torch.get_num_threads()
+    try:
+        return main(argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def trained_tiny_experiment(tmp: Path, name: str, runs: str, epochs: int = 1):
+    """``tiny_experiment`` NAME with RUNS written under TMP beside a tiny DialogSum, and run into
+    TMP/results -> (data_dir, experiment file, results folder)."""
+    data_dir = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
+    toml = tmp / f"{name}.toml"
+    toml.write_text(tiny_experiment(name, runs, data_dir=data_dir, epochs=epochs), encoding="utf-8")
+    results = tmp / "results"
+    assert run_cli(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    return data_dir, toml, results
+
+
 def tiny_experiment(name: str, runs: str, *, seeds: int = 3, data_dir=None, description: str | None = None,
                     epochs: int = 2, batch_size: int = 8, decode_max_len: int = 20, extra_defaults: str = "") -> str:
     """The tiny Transformer experiment the end-to-end tests run (d_model 16, one layer, fp32 on one

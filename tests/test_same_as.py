@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import load_experiment
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.reuse import comparable, differences
@@ -21,22 +19,15 @@ pe = "sinusoidal"
 
 
 def _run(argv):
-    threads = torch.get_num_threads()
-    try:
-        return main(argv)
-    finally:
-        torch.set_num_threads(threads)
+    from conftest import run_cli
+    return run_cli(argv)
 
 
 @pytest.fixture(scope="module")
 def first(tmp_path_factory):
-    from conftest import tiny_experiment, write_dialogsum
+    from conftest import trained_tiny_experiment
     tmp = tmp_path_factory.mktemp("same_as")
-    data_dir = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
-    toml = tmp / "first.toml"
-    toml.write_text(tiny_experiment("first", FIRST, data_dir=data_dir, epochs=1), encoding="utf-8")
-    results = tmp / "results"
-    assert _run(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    data_dir, _, results = trained_tiny_experiment(tmp, "first", FIRST)
     return tmp, data_dir, results
 
 

@@ -6,20 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from seq2seq_zoo.cli import main
 from seq2seq_zoo.reuse import drift
 
 RUNS = '[[runs]]\nname = "base"\npe = "sinusoidal"\n'
 
 
 def _run(argv):
-    threads = torch.get_num_threads()
-    try:
-        return main(argv)
-    finally:
-        torch.set_num_threads(threads)
+    from conftest import run_cli
+    return run_cli(argv)
 
 
 def _spec(**train):
@@ -43,14 +38,9 @@ def test_drift_names_changed_settings_and_reads_auto_precision_as_what_ran():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from conftest import tiny_experiment, write_dialogsum
+    from conftest import trained_tiny_experiment
     tmp = tmp_path_factory.mktemp("drift")
-    data_dir = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
-    toml = tmp / "drift.toml"
-    toml.write_text(tiny_experiment("drift", RUNS, data_dir=data_dir, epochs=1), encoding="utf-8")
-    results = tmp / "results"
-    assert _run(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
-    return tmp, data_dir, toml, results
+    return (tmp, *trained_tiny_experiment(tmp, "drift", RUNS))
 
 
 def test_changed_file_is_reported_by_run_and_report_and_cleared_by_force(trained, capsys):

@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", nargs="+", default=None,
                    help="metrics to re-score with (default: rouge); not with --decode, which scores with the "
                         "run's eval.metrics")
+    p.add_argument("--save", action="store_true",
+                   help="with --metrics: keep those metrics' scores with the run (its record and scores.jsonl, "
+                        "scored with the run's own metric settings) and rebuild its experiment's tables, e.g. "
+                        "BERTScore for a run trained where its backbone could not be read")
     p.add_argument("--decode", metavar="KEY=VALUE,...",
                    help="decode.* settings to change, e.g. beam_size=8,length_penalty=1.0,"
                         "length_penalty_style=hf,no_repeat_ngram=3,repetition_penalty=1.2,min_len=10,"
@@ -651,15 +655,61 @@ def cmd_eval(args) -> int:
     if getattr(args, "data_dir", None):
         _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if args.decode is not None:
+        if args.save:
+            raise UserError("--save goes with --metrics (re-scoring); a re-decoded run (--decode) keeps its scores anyway")
         return _eval_decode(args)
     if args.name or args.force:
         raise UserError("--name and --force go with --decode (re-decoding); without it `zoo eval` only re-scores")
+    if args.save:
+        return _eval_save(args)
     rows = read_predictions(Path(args.run_dir))
     scores, settings = evaluate([r["prediction"] for r in rows], [r["references"] for r in rows],
                                 args.metrics or ["rouge"])
     print(json.dumps({"n_examples": len(rows), "scores": scores, "settings": settings}, indent=2))
     return 0
 
+
+
+def _eval_save(args) -> int:
+    """zoo eval RUN_DIR --metrics M... --save: score the stored predictions with M, using the run's own
+    metric settings (stemmer, BERTScore backbone and layer), and keep the scores with the run: the record's
+    eval scores and settings (``rescored`` says when and how), the per-example values in scores.jsonl; then
+    rebuild the experiment's report."""
+    from datetime import datetime, timezone
+
+    from seq2seq_zoo.config import RunSpec
+    from seq2seq_zoo.evaluation import score
+    from seq2seq_zoo.results import read_predictions, read_record, read_scores, write_record, write_scores
+    if not args.metrics:
+        raise UserError("--save needs --metrics: the metrics to add to the run (e.g. --metrics bertscore)")
+    run_dir = Path(args.run_dir)
+    rec = read_record(run_dir / "record.json")
+    spec = RunSpec.from_dict(rec["spec"])
+    spec.eval.metrics = list(dict.fromkeys(args.metrics))
+    rows = read_predictions(run_dir)
+    ids = [str(r["id"]) for r in rows]
+    per: dict[str, list[float]] = {}
+    scores, settings = score([r["prediction"] for r in rows], [r["references"] for r in rows], spec,
+                             args.device or "cpu", per)
+    old = read_scores(run_dir) or {}
+    if old and set(old) != set(ids):
+        raise UserError(f"{run_dir / 'scores.jsonl'} and predictions.jsonl hold different examples; "
+                        f"run `zoo report` to score the predictions again, then --save")
+    merged = {i: {**old.get(i, {}), **{k: v[j] for k, v in per.items()}} for j, i in enumerate(ids)}
+    keys = list(dict.fromkeys([k for i in ids[:1] for k in merged[i]]))
+    write_scores(run_dir, ids, {k: [merged[i][k] for i in ids] for k in keys})
+    rec["eval"]["scores"].update(scores)
+    rec["eval"]["settings"].update(settings)
+    rec.setdefault("rescored", []).append({
+        "metrics": spec.eval.metrics, "command": "zoo " + " ".join(args.argv),
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    write_record(run_dir, rec)
+    print(json.dumps({"n_examples": len(rows), "saved": sorted(scores), "scores": scores}, indent=2))
+    exp_dir = run_dir.resolve().parent
+    from seq2seq_zoo.report import build_report
+    paths = build_report(exp_dir)
+    print(f"{exp_dir}: wrote {', '.join(p.name for p in paths)}", file=sys.stderr)
+    return 0
 
 
 def _eval_decode(args) -> int:

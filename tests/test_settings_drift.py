@@ -65,3 +65,30 @@ def test_changed_file_is_reported_by_run_and_report_and_cleared_by_force(trained
     assert _run(["run", str(toml), "--results", str(results), "--no-progress", "--force"]) == 0
     assert json.loads((results / "drift" / "base" / "record.json").read_text())["train"]["epochs_run"] == 2
     assert "**Differ from the experiment file" not in table.read_text()
+
+
+def test_eval_save_keeps_added_metrics_with_the_run_and_in_the_tables(tmp_path, capsys):
+    """``zoo eval RUN --metrics repetition --save``: the record and scores.jsonl gain the metric (the
+    earlier per-example values stay), the table gets its column, and a file that asks for it no longer
+    names the run as different."""
+    from conftest import tiny_experiment, trained_tiny_experiment
+    data_dir, toml, results = trained_tiny_experiment(tmp_path, "rescore", RUNS)
+    run = results / "rescore" / "base"
+    before = [json.loads(x) for x in (run / "scores.jsonl").read_text().splitlines()]
+    toml.write_text(tiny_experiment("rescore", RUNS, data_dir=data_dir, epochs=1).replace(
+        'metrics = ["rouge"]', 'metrics = ["rouge", "repetition"]'), encoding="utf-8")
+    assert _run(["report", "--results", str(results)]) == 0
+    assert "eval.metrics: not scored: repetition" in (results / "rescore" / "table.md").read_text()
+    capsys.readouterr()
+    assert _run(["eval", str(run), "--metrics", "repetition", "--save"]) == 0
+    rec = json.loads((run / "record.json").read_text())
+    assert "repetition" in rec["eval"]["scores"] and "repetition" in rec["eval"]["settings"]
+    assert rec["rescored"][0]["metrics"] == ["repetition"]
+    after = [json.loads(x) for x in (run / "scores.jsonl").read_text().splitlines()]
+    assert len(after) == len(before) and after[0]["_meta"]["metrics"][-1] == "repetition"
+    for b, a in zip(before[1:], after[1:]):
+        assert a["id"] == b["id"] and a["rouge1"] == b["rouge1"] and 0.0 <= a["repetition"] <= 1.0
+    table = (results / "rescore" / "table.md").read_text()
+    assert "| rep. |" in table and "Differ from the experiment file" not in table
+    assert _run(["eval", str(run), "--save"]) == 2          # --save without --metrics: a usage error
+    assert "--save needs --metrics" in capsys.readouterr().err

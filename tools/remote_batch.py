@@ -11,7 +11,7 @@ How `results/gpu_full/` is made. Three steps:
 
 ``pack`` writes DIR (default ``.dev``, which git ignores through .git/info/exclude) with what the other
 machine lacks: the experiment file (BERTScore dropped from its metrics, since its backbone does not travel;
-score it afterwards with ``zoo eval RUN --metrics bertscore``), the corpora the chosen runs read, the
+score it afterwards with ``zoo eval RUN --metrics bertscore --save``), the corpora the chosen runs read, the
 pure-Python packages the evaluation needs (rouge_score, nltk: copied from this interpreter), wheels named
 with ``--wheel`` (e.g. gensim for word2vec runs, downloaded for ``--python``), and ``batch.json``. It
 prints the size of what will travel and what else would (tracked files: results/ alone is ~200 MB).
@@ -132,7 +132,7 @@ def cmd_pack(a) -> int:
     w2v = [s.name for s in specs if str(s.model_options.get("embeddings", "")).startswith("word2vec")]
     print(f"packed {len(specs)} run(s) of {exp.name} into {d}/ ({mib(d):.1f} MiB): {', '.join(batch['runs'])}")
     if dropped:
-        print(f"  metrics dropped there: {', '.join(dropped)} (score later: zoo eval RUN --metrics bertscore)")
+        print(f"  metrics dropped there: {', '.join(dropped)} (score them later and keep them with the run: zoo eval RUN --metrics {' '.join(dropped)} --save)")
     if w2v and not any(wheels.glob("gensim-*.whl")):
         from importlib.metadata import PackageNotFoundError, version
         try:

@@ -106,9 +106,10 @@ def experiment_file(records: list[dict], exp_dir: Path | None = None) -> Path | 
 
 def mark_changed_settings(records: list[dict], exp_dir: Path | None = None) -> tuple[Path | None, list[str]]:
     """Compare each finished run with what its experiment file (``experiment_file``), read with the run's
-    profile, gives it now; a run whose settings changed since it trained gets ``changed_settings`` (the tables' notes
-    name the differing settings). Records already marked stale (the first round's), runs the file no
-    longer has, and a file that no longer reads are left as they are. Returns (the file, the runs marked)."""
+    profile, gives it now; a run whose settings changed since it trained gets ``changed_settings`` (the
+    tables' notes name the differing settings and the fix). Records already marked stale (the first
+    round's), runs the file no longer has, and a file that no longer reads are left as they are. Returns
+    (the file, the runs marked)."""
     from seq2seq_zoo.config import load_experiment
     path = experiment_file(records, exp_dir)
     if path is None:
@@ -131,8 +132,8 @@ def mark_changed_settings(records: list[dict], exp_dir: Path | None = None) -> t
         if changed:
             shown = "; ".join(changed[:4]) + (f"; and {len(changed) - 4} more" if len(changed) > 4 else "")
             if all(c.startswith("eval.metrics: not scored") for c in changed):
-                fix = (f"the tables have no column for them; `zoo eval {exp_dir or 'RESULTS/EXPERIMENT'}/RUN --metrics "
-                       + changed[0].split(": ", 2)[2].replace(", ", " ") + "` prints them")
+                fix = (f"`zoo eval {exp_dir or 'RESULTS/EXPERIMENT'}/RUN --metrics "
+                       + changed[0].split(": ", 2)[2].replace(", ", " ") + " --save` scores and keeps them")
             else:
                 fix = f"retrain with `zoo run {path} --only RUN --force`"
             r["changed_settings"] = f"{path.name} vs record: {shown}; {fix}"

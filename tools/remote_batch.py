@@ -132,7 +132,8 @@ def cmd_pack(a) -> int:
     w2v = [s.name for s in specs if str(s.model_options.get("embeddings", "")).startswith("word2vec")]
     print(f"packed {len(specs)} run(s) of {exp.name} into {d}/ ({mib(d):.1f} MiB): {', '.join(batch['runs'])}")
     if dropped:
-        print(f"  metrics dropped there: {', '.join(dropped)} (score them later and keep them with the run: zoo eval RUN --metrics {' '.join(dropped)} --save)")
+        print(f"  metrics dropped there: {', '.join(dropped)} (score them later and keep them with the run: "
+              f"zoo eval RUN --metrics {' '.join(dropped)} --save)")
     if w2v and not any(wheels.glob("gensim-*.whl")):
         from importlib.metadata import PackageNotFoundError, version
         try:

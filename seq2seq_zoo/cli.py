@@ -211,9 +211,9 @@ def _changed_settings(spec, rec_path: Path) -> list[str]:
     record that does not read (the report names damaged files)."""
     from seq2seq_zoo import reuse
     from seq2seq_zoo.errors import DamagedFile
-    from seq2seq_zoo.utils import read_json
+    from seq2seq_zoo.results import read_record
     try:
-        return reuse.drift(spec.to_dict(), read_json(rec_path, "record"))
+        return reuse.drift(spec.to_dict(), read_record(rec_path))
     except (DamagedFile, OSError):
         return []
 
@@ -705,11 +705,17 @@ def _eval_save(args) -> int:
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     write_record(run_dir, rec)
     print(json.dumps({"n_examples": len(rows), "saved": sorted(scores), "scores": scores}, indent=2))
-    exp_dir = run_dir.resolve().parent
-    from seq2seq_zoo.report import build_report
-    paths = build_report(exp_dir)
-    print(f"{exp_dir}: wrote {', '.join(p.name for p in paths)}", file=sys.stderr)
+    _rebuild_report(run_dir)
     return 0
+
+
+def _rebuild_report(run_dir: Path) -> None:
+    """The tables of the experiment folder holding ``run_dir``, after ``zoo eval`` changed the run."""
+    exp_dir = Path(run_dir).resolve().parent
+    if any(exp_dir.glob("*/record.json")):
+        from seq2seq_zoo.report import build_report
+        paths = build_report(exp_dir)
+        print(f"{exp_dir}: wrote {', '.join(p.name for p in paths)}", file=sys.stderr)
 
 
 def _eval_decode(args) -> int:
@@ -726,11 +732,7 @@ def _eval_decode(args) -> int:
         print(json.dumps({"run": recs[0]["run"], "decode": name, "n_examples": recs[0]["eval"]["n_examples"],
                           "scores": recs[0]["eval"]["scores"],
                           "train_sample": (recs[0]["train_sample"] or {}).get("scores")}, indent=2))
-    exp_dir = run_dir.resolve().parent
-    if any(exp_dir.glob("*/record.json")):
-        from seq2seq_zoo.report import build_report
-        paths = build_report(exp_dir)
-        print(f"{exp_dir}: wrote {', '.join(p.name for p in paths)}", file=sys.stderr)
+    _rebuild_report(run_dir)
     return 0
 
 

@@ -84,17 +84,12 @@ def drift(spec: dict, record: dict) -> list[str]:
     return _lines(fa, fb) + ([f"eval.metrics: not scored: {', '.join(missing)}"] if missing else [])
 
 
-def experiment_file(records: list[dict], exp_dir: Path | None = None) -> Path | None:
-    """The experiment file the records of one results folder came from, where it exists from here: the one
-    ``zoo run`` noted in the folder's ``experiment.json``, else the ``.toml`` named in a record's command,
-    else ``experiments/<experiment>.toml``; None if none exists."""
-    if exp_dir is not None and (Path(exp_dir) / "experiment.json").is_file():
-        try:
-            noted = read_json(Path(exp_dir) / "experiment.json", "experiment file").get("file")
-        except (ValueError, OSError):
-            noted = None
-        if noted and Path(noted).is_file():
-            return Path(noted)
+def experiment_file(records: list[dict], noted: str | None = None) -> Path | None:
+    """The experiment file the records of one results folder came from, where it exists from here:
+    ``noted`` (the file ``zoo run`` noted in the folder's ``experiment.json``), else the ``.toml`` named in a
+    record's command, else ``experiments/<experiment>.toml``; None if none exists."""
+    if noted and Path(noted).is_file():
+        return Path(noted)
     for r in records:
         for token in str(r.get("command") or "").split():
             if token.endswith(".toml") and Path(token).is_file():
@@ -104,14 +99,15 @@ def experiment_file(records: list[dict], exp_dir: Path | None = None) -> Path | 
     return path if name and path.is_file() else None
 
 
-def mark_changed_settings(records: list[dict], exp_dir: Path | None = None) -> tuple[Path | None, list[str]]:
+def mark_changed_settings(records: list[dict], exp_dir: Path | None = None,
+                          noted: str | None = None) -> tuple[Path | None, list[str]]:
     """Compare each finished run with what its experiment file (``experiment_file``), read with the run's
     profile, gives it now; a run whose settings changed since it trained gets ``changed_settings`` (the
     tables' notes name the differing settings and the fix). Records already marked stale (the first
     round's), runs the file no longer has, and a file that no longer reads are left as they are. Returns
     (the file, the runs marked)."""
     from seq2seq_zoo.config import load_experiment
-    path = experiment_file(records, exp_dir)
+    path = experiment_file(records, noted)
     if path is None:
         return None, []
     specs: dict[Any, dict[str, dict] | None] = {}

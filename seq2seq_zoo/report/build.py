@@ -140,7 +140,11 @@ def _build(exp_dir: Path, warn) -> list[Path]:
     records = load_records(exp_dir, damaged)
     for msg in damaged:
         warn(msg)
-    path, changed = reuse.mark_changed_settings(records, exp_dir)   # runs the experiment file now sets up otherwise
+    try:
+        noted = significance.load_declared(exp_dir)[1].get("file")
+    except DamagedFile:   # judge_all below names it
+        noted = None
+    path, changed = reuse.mark_changed_settings(records, exp_dir, noted)   # runs the file now sets up otherwise
     if changed:   # reported, not left out: a notice, not one of ``warn``'s problems
         import sys
         print(f"warning: {exp_dir}: {len(changed)} run(s) hold results of other settings than {path} gives now: "

@@ -183,6 +183,7 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
     done = torch.zeros(B, dtype=torch.bool, device=device)
     live_rank = scores.view(B, K)
     first_k = torch.arange(2 * K, device=device) < K
+    no_lp = cfg.length_penalty_style == "none" or cfg.length_penalty == 0   # a penalty of 1 at every length
 
     def add_finished(rank, score, toks):
         """Merge candidates (B, n) with their tokens (B, n, t) into the finished lists (rank -inf = skip)."""
@@ -204,7 +205,8 @@ def beam_search(model, batch, cfg: DecodeConfig, return_scores: bool = False):
         row_lp, row_tok = lp.topk(k, dim=-1)                              # (B*K, k)
         cand = scores[:, None] + row_lp                                     # (B*K, k)
         # every candidate has length step + 1 (EOS counted), so one length penalty for the step
-        rank = cand / length_penalty(torch.tensor(step + 1), cfg.length_penalty, cfg.length_penalty_style)
+        rank = cand if no_lp else cand / length_penalty(torch.tensor(step + 1), cfg.length_penalty,
+                                                        cfg.length_penalty_style)
         if cp is not None:
             rank = rank + cp[:, None]
         n = min(2 * K, K * k)

@@ -347,6 +347,52 @@ def test_packed_linear_weights_same_outputs_and_restored():
         assert all("forward" not in m.__dict__ for m in net)
 
 
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_packed_weights_are_kept_between_calls_and_packed_again_after_an_update(bf16):
+    """The packed weights outlive the context (the next decoding of the same weights reuses them) and
+    are made again when a parameter changes, by an optimizer step or by ``.data =``: the outputs then
+    equal a fresh copy's. The cache sits outside the module, so a packed model still deep-copies."""
+    import contextlib
+    import copy
+    from seq2seq_zoo.models import kernels
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(12, 40), torch.nn.ReLU(), torch.nn.Linear(40, 7))
+    x = torch.randn(5, 12)
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+
+    def packed_run(m):
+        with torch.no_grad(), ctx(), kernels.packed_linear_weights(m, rows=5):
+            return m(x), any("forward" in a.__dict__ for a in m)
+
+    def kept(m):
+        return [e[1] for e in kernels._PACKED.get(m[0], {}).values()]
+
+    out1, patched = packed_run(net)
+    if not patched:
+        pytest.skip("this torch build (or CPU) takes no packed weights in this precision")
+    first = kept(net)
+    assert len(first) == 1
+    out2, _ = packed_run(net)
+    assert len(kept(net)) == 1 and kept(net)[0] is first[0] and torch.equal(out1, out2)
+    copy.deepcopy(net)
+
+    def fresh_out():
+        twin = torch.nn.Sequential(torch.nn.Linear(12, 40), torch.nn.ReLU(), torch.nn.Linear(40, 7))
+        twin.load_state_dict(net.state_dict())
+        return packed_run(twin)[0]
+
+    opt = torch.optim.SGD(net.parameters(), lr=0.5)
+    net(x).square().sum().backward()
+    opt.step()
+    out3, _ = packed_run(net)
+    assert kept(net)[0] is not first[0] and not torch.equal(out3, out1)
+    assert torch.equal(out3, fresh_out())
+    net[0].weight.data = torch.randn(40, 12)
+    out4, _ = packed_run(net)
+    assert torch.equal(out4, fresh_out()) and not torch.equal(out4, out3)
+
+
 def test_generate_under_bf16_autocast_matches_unpacked_decoding(monkeypatch):
     import contextlib
     from seq2seq_zoo import decode

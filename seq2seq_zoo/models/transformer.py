@@ -86,6 +86,21 @@ class DecoderLayer(nn.Module):
         x, _ = self.sub3(x, lambda h: (self.ffn(h), None))
         return x, w1, w2
 
+    def step(self, x, cache: dict, cross_kv, src_bias, kv_rows):
+        """One incremental decoding step in inference (no dropout, no weights): ``forward``'s values up
+        to float rounding with fewer calls; ``cache``, ``cross_kv``, ``kv_rows`` as there."""
+        x = _residual(self.sub1, x, lambda h: self.self_att.step_self(h, cache))
+        x = _residual(self.sub2, x, lambda h: self.cross_att.step_cross(h, cross_kv, src_bias, kv_rows))
+        ffn = self.ffn
+        return _residual(self.sub3, x, lambda h: ffn.w2(ffn.act(ffn.w1(h))))
+
+
+def _residual(sub: Residual, x, f):
+    """``Residual`` in inference (dropout is the identity): post-LN norm(x + f(x)), pre-LN x + f(norm(x))."""
+    if sub.pre_ln:
+        return x + f(sub.norm(x))
+    return sub.norm(x + f(x))
+
 
 class Encoder(nn.Module):
     def __init__(self, vocab_size, d_model=512, heads=8, layers=6, d_ff=2048, dropout=0.1, pe="sinusoidal",
@@ -139,6 +154,14 @@ class Decoder(nn.Module):
                 att[f"decoder_layer{i + 1}_block1_self_att"] = w1
                 att[f"decoder_layer{i + 1}_block2_decenc_att"] = w2
         return self.norm(x), att
+
+    def step(self, prev, memory_kv, src_bias, caches, offset: int, kv_rows):
+        """One incremental decoding step in inference: prev (N,) ids -> (N, 1, d); the values of
+        ``forward(prev[:, None], ..., caches=caches, offset=offset)`` up to float rounding."""
+        x = self.pe(self.embed(prev[:, None]), offset)
+        for layer, cache, kv in zip(self.layers, caches, memory_kv):
+            x = layer.step(x, cache, kv, src_bias, kv_rows)
+        return self.norm(x)
 
 
 @register_model("transformer")
@@ -239,6 +262,17 @@ class Transformer(Seq2Seq):
         t = int(state["t"])
         group = state.get("group", 1)
         kv_rows = None if group == 1 else (group or state["row"])
+        if not (self.training or torch.is_grad_enabled()) and "src_bias" in state:
+            if state["memory"].device.type == "cpu" and state["cross_kv"][0][0].dtype != torch.float32:
+                # the step's attention products run in fp32 on CPU (layers._step_attention): the
+                # source keys and values are converted once, not at every step
+                state["cross_kv"] = [(k.float(), v.float()) for k, v in state["cross_kv"]]
+                state["src_bias"] = state["src_bias"].float()
+            h = self.decoder.step(self.feed(prev), state["cross_kv"], state["src_bias"], state["caches"], t, kv_rows)
+            logits = self.generator(h[:, -1])
+            state["t"] = state["t"] + 1
+            state["logits"] = logits
+            return log_softmax_fp32(logits), state
         h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
                             caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
         logits = self.generator(h[:, -1])
@@ -262,7 +296,10 @@ class Transformer(Seq2Seq):
         group = 0
         if N % B == 0:
             K = N // B
-            if torch.equal(row, torch.arange(B, device=row.device).repeat_interleave(K)):
+            grouped = state.get("grouped_row")   # arange(B).repeat_interleave(K), made once per decode
+            if grouped is None or grouped.numel() != N:
+                grouped = out["grouped_row"] = torch.arange(B, device=row.device).repeat_interleave(K)
+            if torch.equal(row, grouped):
                 group = K
         out["group"] = group
         return out

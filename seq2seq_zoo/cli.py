@@ -137,9 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="metrics to re-score with (default: rouge); not with --decode, which scores with the "
                         "run's eval.metrics")
     p.add_argument("--save", action="store_true",
-                   help="with --metrics: keep those metrics' scores with the run (its record and scores.jsonl, "
-                        "scored with the run's own metric settings) and rebuild its experiment's tables, e.g. "
-                        "BERTScore for a run trained where its backbone could not be read")
+                   help="with --metrics: keep those metrics' scores with the run and each of its decodes/ "
+                        "variants (their records and scores.jsonl, scored with the run's own metric settings) "
+                        "and rebuild its experiment's tables, e.g. BERTScore for a run trained where its "
+                        "backbone could not be read")
     p.add_argument("--decode", metavar="KEY=VALUE,...",
                    help="decode.* settings to change, e.g. beam_size=8,length_penalty=1.0,"
                         "length_penalty_style=hf,no_repeat_ngram=3,repetition_penalty=1.2,min_len=10,"
@@ -671,42 +672,61 @@ def cmd_eval(args) -> int:
 
 
 def _eval_save(args) -> int:
-    """zoo eval RUN_DIR --metrics M... --save: score the stored predictions with M, using the run's own
-    metric settings (stemmer, BERTScore backbone and layer), and keep the scores with the run: the record's
-    eval scores and settings (``rescored`` says when and how), the per-example values in scores.jsonl; then
-    rebuild the experiment's report."""
+    """zoo eval RUN_DIR --metrics M... --save: score the stored predictions of the run and of each of its
+    decoding variants (``decodes/<name>/``) with M, using the run's own metric settings (stemmer,
+    BERTScore backbone and layer), and keep the scores with them: each record's eval scores and settings
+    (``rescored`` says when and how), the per-example values in its scores.jsonl; then rebuild the
+    experiment's report. Everything is scored before anything is written. The training sample's
+    predictions are not re-scored."""
     from datetime import datetime, timezone
 
     from seq2seq_zoo.config import RunSpec
-    from seq2seq_zoo.evaluation import score
-    from seq2seq_zoo.results import read_predictions, read_record, read_scores, write_record, write_scores
+    from seq2seq_zoo.results import read_record
     if not args.metrics:
         raise UserError("--save needs --metrics: the metrics to add to the run (e.g. --metrics bertscore)")
     run_dir = Path(args.run_dir)
-    rec = read_record(run_dir / "record.json")
-    spec = RunSpec.from_dict(rec["spec"])
+    spec = RunSpec.from_dict(read_record(run_dir / "record.json")["spec"])
     spec.eval.metrics = list(dict.fromkeys(args.metrics))
-    rows = read_predictions(run_dir)
-    ids = [str(r["id"]) for r in rows]
-    per: dict[str, list[float]] = {}
-    scores, settings = score([r["prediction"] for r in rows], [r["references"] for r in rows], spec,
-                             args.device or "cpu", per)
-    old = read_scores(run_dir) or {}
-    if old and set(old) != set(ids):
-        raise UserError(f"{run_dir / 'scores.jsonl'} and predictions.jsonl hold different examples; "
-                        f"run `zoo report` to score the predictions again, then --save")
-    merged = {i: {**old.get(i, {}), **{k: v[j] for k, v in per.items()}} for j, i in enumerate(ids)}
-    keys = list(dict.fromkeys([k for i in ids[:1] for k in merged[i]]))
-    write_scores(run_dir, ids, {k: [merged[i][k] for i in ids] for k in keys})
-    rec["eval"]["scores"].update(scores)
-    rec["eval"]["settings"].update(settings)
-    rec.setdefault("rescored", []).append({
-        "metrics": spec.eval.metrics, "command": "zoo " + " ".join(args.argv),
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    write_record(run_dir, rec)
-    print(json.dumps({"n_examples": len(rows), "saved": sorted(scores), "scores": scores}, indent=2))
+    targets = [run_dir] + sorted(p.parent for p in (run_dir / "decodes").glob("*/record.json"))
+    scored = [_rescore(d, spec, args.device or "cpu") for d in targets]
+    entry = {"metrics": spec.eval.metrics, "command": "zoo " + " ".join(args.argv),
+             "when": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    for d, (ids, merged, scores, settings) in zip(targets, scored):
+        _write_rescored(d, ids, merged, scores, settings, entry)
+    out = {"n_examples": len(scored[0][0]), "saved": sorted(scored[0][2]), "scores": scored[0][2]}
+    if len(targets) > 1:
+        out["decodes"] = {d.name: s[2] for d, s in zip(targets[1:], scored[1:])}
+    print(json.dumps(out, indent=2))
     _rebuild_report(run_dir)
     return 0
+
+
+def _rescore(folder: Path, spec, device: str):
+    """(ids, per-example values with the new metrics merged in, scores, settings) of the predictions in
+    ``folder`` (a run or one of its decodes) under ``spec``'s metrics; nothing is written."""
+    from seq2seq_zoo.evaluation import score
+    from seq2seq_zoo.results import read_predictions, read_scores
+    rows = read_predictions(folder)
+    ids = [str(r["id"]) for r in rows]
+    per: dict[str, list[float]] = {}
+    scores, settings = score([r["prediction"] for r in rows], [r["references"] for r in rows], spec, device, per)
+    old = read_scores(folder) or {}
+    if old and set(old) != set(ids):
+        raise UserError(f"{folder / 'scores.jsonl'} and predictions.jsonl hold different examples; "
+                        f"run `zoo report` to score the predictions again, then --save")
+    merged = {i: {**old.get(i, {}), **{k: v[j] for k, v in per.items()}} for j, i in enumerate(ids)}
+    return ids, merged, scores, settings
+
+
+def _write_rescored(folder: Path, ids, merged, scores, settings, entry: dict) -> None:
+    from seq2seq_zoo.results import read_record, write_record, write_scores
+    keys = list(dict.fromkeys([k for i in ids[:1] for k in merged[i]]))
+    write_scores(folder, ids, {k: [merged[i][k] for i in ids] for k in keys})
+    rec = read_record(folder / "record.json")
+    rec["eval"]["scores"].update(scores)
+    rec["eval"].setdefault("settings", {}).update(settings)
+    rec.setdefault("rescored", []).append(dict(entry))
+    write_record(folder, rec)
 
 
 def _rebuild_report(run_dir: Path) -> None:

@@ -92,3 +92,31 @@ def test_eval_save_keeps_added_metrics_with_the_run_and_in_the_tables(tmp_path, 
     assert "| rep. |" in table and "Differ from the experiment file" not in table
     assert _run(["eval", str(run), "--save"]) == 2          # --save without --metrics: a usage error
     assert "--save needs --metrics" in capsys.readouterr().err
+
+
+def test_eval_save_scores_the_runs_decoding_variants_too(tmp_path, capsys):
+    """A run's ``decodes/<name>/`` variants are table rows of their own: ``--save`` adds the metric to
+    each of them as to the run, and the table's decode row shows it."""
+    from conftest import trained_tiny_experiment
+    data_dir, toml, results = trained_tiny_experiment(tmp_path, "rescore2", RUNS)
+    run = results / "rescore2" / "base"
+    assert _run(["eval", str(run), "--decode", "beam_size=3,no_repeat_ngram=2", "--name", "b2", "--data-dir", str(data_dir),
+                 "--no-progress"]) == 0
+    assert _run(["report", "--results", str(results)]) == 0    # (writes the variant's scores.jsonl)
+    dec = run / "decodes" / "b2"
+    before = [json.loads(x) for x in (dec / "scores.jsonl").read_text().splitlines()]
+    capsys.readouterr()
+    assert _run(["eval", str(run), "--metrics", "repetition", "--save"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["decodes"]) == {"b2"} and "repetition" in out["decodes"]["b2"]
+    rec = json.loads((dec / "record.json").read_text())
+    assert rec["eval"]["scores"]["repetition"] == out["decodes"]["b2"]["repetition"]
+    assert rec["rescored"][0]["metrics"] == ["repetition"]
+    after = [json.loads(x) for x in (dec / "scores.jsonl").read_text().splitlines()]
+    assert len(after) == len(before)
+    for b, a in zip(before[1:], after[1:]):
+        assert a["id"] == b["id"] and a["rouge1"] == b["rouge1"] and 0.0 <= a["repetition"] <= 1.0
+    rows = [r for r in (results / "rescore2" / "table.md").read_text().splitlines() if r.startswith("| base")]
+    head = next(r for r in (results / "rescore2" / "table.md").read_text().splitlines() if r.startswith("| run"))
+    col = [c.strip() for c in head.split("|")].index("rep.")
+    assert len(rows) == 2 and all([c.strip() for c in r.split("|")][col] not in ("", "-") for r in rows)

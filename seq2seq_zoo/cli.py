@@ -148,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="name of this decoding in tables (default: made from the settings)")
     p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
     p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")
-    p.add_argument("--force", action="store_true", help="decode again even if NAME was already decoded")
+    p.add_argument("--force", action="store_true", help="decode again even if NAME was already decoded; with "
+                                                         "--save, score again what already holds the metrics")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--debug", action="store_true")
 
@@ -659,10 +660,13 @@ def cmd_eval(args) -> int:
         if args.save:
             raise UserError("--save goes with --metrics (re-scoring); a re-decoded run (--decode) keeps its scores anyway")
         return _eval_decode(args)
-    if args.name or args.force:
-        raise UserError("--name and --force go with --decode (re-decoding); without it `zoo eval` only re-scores")
     if args.save:
+        if args.name:
+            raise UserError("--name goes with --decode (re-decoding); --save keeps re-scored metrics")
         return _eval_save(args)
+    if args.name or args.force:
+        raise UserError("--name and --force go with --decode (re-decoding) or --save; without them `zoo eval` "
+                        "only prints re-scored metrics")
     rows = read_predictions(Path(args.run_dir))
     scores, settings = evaluate([r["prediction"] for r in rows], [r["references"] for r in rows],
                                 args.metrics or ["rouge"])
@@ -676,8 +680,9 @@ def _eval_save(args) -> int:
     decoding variants (``decodes/<name>/``) with M, using the run's own metric settings (stemmer,
     BERTScore backbone and layer), and keep the scores with them: each record's eval scores and settings
     (``rescored`` says when and how), the per-example values in its scores.jsonl; then rebuild the
-    experiment's report. Everything is scored before anything is written. The training sample's
-    predictions are not re-scored."""
+    experiment's report. Everything is scored before anything is written; a folder that already holds
+    every metric is kept as it is unless ``--force``. The training sample's predictions are not
+    re-scored."""
     from datetime import datetime, timezone
 
     from seq2seq_zoo.config import RunSpec
@@ -687,15 +692,26 @@ def _eval_save(args) -> int:
     run_dir = Path(args.run_dir)
     spec = RunSpec.from_dict(read_record(run_dir / "record.json")["spec"])
     spec.eval.metrics = list(dict.fromkeys(args.metrics))
-    targets = [run_dir] + sorted(p.parent for p in (run_dir / "decodes").glob("*/record.json"))
+    every = [run_dir] + sorted(p.parent for p in (run_dir / "decodes").glob("*/record.json"))
+    targets = [d for d in every if args.force or not set(spec.eval.metrics) <= set(
+        read_record(d / "record.json")["eval"].get("settings", {}))]
+    for d in every:
+        if d not in targets:
+            print(f"{d}: already holds {', '.join(spec.eval.metrics)}; kept (--force scores it again)",
+                  file=sys.stderr)
+    if not targets:
+        return 0
     scored = [_rescore(d, spec, args.device or "cpu") for d in targets]
     entry = {"metrics": spec.eval.metrics, "command": "zoo " + " ".join(args.argv),
              "when": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     for d, (ids, merged, scores, settings) in zip(targets, scored):
         _write_rescored(d, ids, merged, scores, settings, entry)
-    out = {"n_examples": len(scored[0][0]), "saved": sorted(scored[0][2]), "scores": scored[0][2]}
-    if len(targets) > 1:
-        out["decodes"] = {d.name: s[2] for d, s in zip(targets[1:], scored[1:])}
+    out = {}
+    if targets[0] == run_dir:
+        out = {"n_examples": len(scored[0][0]), "saved": sorted(scored[0][2]), "scores": scored[0][2]}
+    decodes = {d.name: s[2] for d, s in zip(targets, scored) if d != run_dir}
+    if decodes:
+        out["decodes"] = decodes
     print(json.dumps(out, indent=2))
     _rebuild_report(run_dir)
     return 0

@@ -116,6 +116,14 @@ def test_eval_save_scores_the_runs_decoding_variants_too(tmp_path, capsys):
     assert len(after) == len(before)
     for b, a in zip(before[1:], after[1:]):
         assert a["id"] == b["id"] and a["rouge1"] == b["rouge1"] and 0.0 <= a["repetition"] <= 1.0
+    # a second --save keeps what already holds the metric (ids and values untouched); --force scores again
+    capsys.readouterr()
+    stamp = (dec / "scores.jsonl").read_text()
+    assert _run(["eval", str(run), "--metrics", "repetition", "--save"]) == 0
+    assert "already holds repetition; kept" in capsys.readouterr().err
+    assert (dec / "scores.jsonl").read_text() == stamp and len(json.loads((dec / "record.json").read_text())["rescored"]) == 1
+    assert _run(["eval", str(run), "--metrics", "repetition", "--save", "--force"]) == 0
+    assert len(json.loads((dec / "record.json").read_text())["rescored"]) == 2
     rows = [r for r in (results / "rescore2" / "table.md").read_text().splitlines() if r.startswith("| base")]
     head = next(r for r in (results / "rescore2" / "table.md").read_text().splitlines() if r.startswith("| run"))
     col = [c.strip() for c in head.split("|")].index("rep.")

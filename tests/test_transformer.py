@@ -175,3 +175,27 @@ def test_inference_step_matches_the_general_step_through_reorders(opts, bf16):
         assert (fast.argmax(-1) == general.argmax(-1)).float().mean() > 0.9
     else:
         torch.testing.assert_close(fast, general, atol=1e-5, rtol=1e-5)
+
+
+def test_inference_step_attention_products_stay_fp32_under_bf16_autocast():
+    """On CPU the step's attention products run in fp32 although the step runs under bf16 autocast (which
+    would cast fp32 matmul inputs back to bf16): the self-attention cache is fp32 and the products match
+    an fp64 computation to fp32 rounding."""
+    from seq2seq_zoo.models.layers import _step_attention
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, s, 8, generator=g) for s in (4, 11, 11))
+    bias = torch.zeros(2, 1, 1, 11).masked_fill_(torch.arange(11) >= 9, float("-inf"))
+    ref = torch.softmax((q.double() @ k.double().transpose(-2, -1)) / 8 ** 0.5 + bias.double(), -1) @ v.double()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = _step_attention(q, k, v, bias, fp32=True)
+        low = _step_attention(q, k, v, bias, fp32=False)
+    assert out.dtype == torch.float32 and low.dtype == torch.bfloat16
+    torch.testing.assert_close(out.double(), ref, atol=1e-6, rtol=1e-5)
+    model = tiny_transformer(vocab_size=30, seed=2)
+    batch = random_batch(30, src_lens=[4, 6], tgt_lens=[3, 3], seed=1)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        state = model.encode(batch)
+        _, state = model.decode_step(state, batch.tgt_in[:, 0])
+        _, state = model.decode_step(state, batch.tgt_in[:, 1])
+    assert all(c["k"].dtype == c["v"].dtype == torch.float32 and c["k"].size(2) == 2 for c in state["caches"])
+    assert all(k.dtype == torch.float32 for k, _ in state["cross_kv"])

@@ -41,7 +41,6 @@ def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     return (ids != pad_id)[:, None, None, :]
 
 
-
 def _step_attention(q, k, v, bias=None, fp32: bool = False):
     """softmax(q k^T / sqrt(dk) + bias) v for a decoding step's few queries. ``fp32``: the products in
     fp32 outside autocast. Measured on CPU (AVX512-BF16, 2 threads, the bench decoder's shapes): at one
@@ -103,8 +102,8 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self._split(q), self._split(k), self._split(v)
             if cache is not None:
                 if q.device.type == "cpu" and q.size(2) <= 8 and q.dtype in (torch.bfloat16, torch.float16):
-                    # an incremental decoding step on CPU: its tiny batched matmuls run ~2x faster in
-                    # fp32, so the cache is kept in fp32 (the output projection casts back)
+                    # an incremental step with grad (inference takes ``step_self``): the cache in fp32, as
+                    # ``step_self`` keeps it; under autocast the products below still run in bf16
                     q, k, v = q.float(), k.float(), v.float()
                 if "k" in cache:
                     k = torch.cat([cache["k"], k], dim=2)
@@ -139,7 +138,6 @@ class MultiHeadAttention(nn.Module):
             out = out.view(B // group, self.h, group, T, self.dk).transpose(1, 2).reshape(B, self.h, T, self.dk)
         out = out.transpose(1, 2).reshape(B, T, self.h * self.dk)
         return self.out_proj(out), weights
-
 
     # ---- incremental decoding (inference): one new position per row, the same values as ``forward``
     # up to float rounding, with fewer operations (a decoding step is overhead-bound: ~130 small ops);

@@ -207,8 +207,8 @@ def _energy_in_blocks(keys2, q2, v, cov, w_c, block: int = 1 << 18):
     over 8 sources x 256 positions took 7.5 -> 3 ms, the fresh 8 MB buffer's page faults gone. Blocks of
     2^18 elements (1 MB in fp32: one source of the bench's beam-4 step, 8 blocks a step) rather than 2^16
     (32 blocks): `bahdanau` beam-4 decoding 175.5 -> 163.3 ms on 2 threads (AVX512-BF16 VM, medians of
-    5 interleaved calls; the same on 1 thread, 263 / 261 ms), since every small parallel operation pays
-    for waking the second thread."""
+    5 interleaved calls, and 180.4 -> 165.6 ms on another day; the same on 1 thread, 263 / 261 ms): a
+    quarter of the operations, each still small enough for the cache."""
     B, S, n = keys2.shape
     T = q2.size(1)
     s = max(1, min(S, block // max(1, T * n)))

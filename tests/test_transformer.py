@@ -191,6 +191,9 @@ def test_inference_step_attention_products_stay_fp32_under_bf16_autocast():
         low = _step_attention(q, k, v, bias, fp32=False)
     assert out.dtype == torch.float32 and low.dtype == torch.bfloat16
     torch.testing.assert_close(out.double(), ref, atol=1e-6, rtol=1e-5)
+    # GPUs take F.scaled_dot_product_attention with the same additive bias: the same values
+    torch.testing.assert_close(torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias).double(),
+                               ref, atol=1e-6, rtol=1e-5)
     model = tiny_transformer(vocab_size=30, seed=2)
     batch = random_batch(30, src_lens=[4, 6], tgt_lens=[3, 3], seed=1)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):

@@ -46,7 +46,10 @@ def _step_attention(q, k, v, bias=None, fp32: bool = False):
     fp32 outside autocast. Measured on CPU (AVX512-BF16, 2 threads, the bench decoder's shapes): at one
     query against 24-48 cached keys fp32 takes 43-69 us a layer against bf16's 106-126 us, and 154 against
     186 us for 4 queries against 256 source keys; under autocast the products would be cast back to
-    bf16 (with a copy of the whole cache each step)."""
+    bf16 (with a copy of the whole cache each step). Off the CPU: ``F.scaled_dot_product_attention``, as
+    the general step takes there (a GPU's step is launch-bound: one fused kernel rather than five)."""
+    if q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     with torch.autocast(q.device.type, enabled=False) if fp32 else contextlib.nullcontext():
         scores = torch.matmul(q * (q.size(-1) ** -0.5), k.transpose(-2, -1))
         if bias is not None:

@@ -138,9 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "run's eval.metrics")
     p.add_argument("--save", action="store_true",
                    help="with --metrics: keep those metrics' scores with the run and each of its decodes/ "
-                        "variants (their records and scores.jsonl, scored with the run's own metric settings) "
-                        "and rebuild its experiment's tables, e.g. BERTScore for a run trained where its "
-                        "backbone could not be read")
+                        "variants, test split and training sample (their records and scores.jsonl, scored "
+                        "with the run's own metric settings), and rebuild its experiment's tables, e.g. "
+                        "BERTScore for a run trained where its backbone could not be read")
     p.add_argument("--decode", metavar="KEY=VALUE,...",
                    help="decode.* settings to change, e.g. beam_size=8,length_penalty=1.0,"
                         "length_penalty_style=hf,no_repeat_ngram=3,repetition_penalty=1.2,min_len=10,"
@@ -677,12 +677,11 @@ def cmd_eval(args) -> int:
 
 def _eval_save(args) -> int:
     """zoo eval RUN_DIR --metrics M... --save: score the stored predictions of the run and of each of its
-    decoding variants (``decodes/<name>/``) with M, using the run's own metric settings (stemmer,
-    BERTScore backbone and layer), and keep the scores with them: each record's eval scores and settings
-    (``rescored`` says when and how), the per-example values in its scores.jsonl; then rebuild the
-    experiment's report. Everything is scored before anything is written; a folder that already holds
-    every metric is kept as it is unless ``--force``. The training sample's predictions are not
-    re-scored."""
+    decoding variants (``decodes/<name>/``) with M, test split and training sample alike, using the run's
+    own metric settings (stemmer, BERTScore backbone and layer), and keep the scores with them: each
+    record's scores and settings (``rescored`` says when and how), the test split's per-example values in
+    scores.jsonl; then rebuild the experiment's report. Everything is scored before anything is written;
+    a part that already holds every metric is kept as it is unless ``--force``."""
     from datetime import datetime, timezone
 
     from seq2seq_zoo.config import RunSpec
@@ -693,61 +692,82 @@ def _eval_save(args) -> int:
     spec = RunSpec.from_dict(read_record(run_dir / "record.json")["spec"])
     spec.eval.metrics = list(dict.fromkeys(args.metrics))
     every = [run_dir] + sorted(p.parent for p in (run_dir / "decodes").glob("*/record.json"))
-    targets = [d for d in every if args.force or not set(spec.eval.metrics) <= set(
-        read_record(d / "record.json")["eval"].get("settings", {}))]
-    for d in every:
-        if d not in targets:
+    jobs = [(d, _rescore(d, spec, args.device or "cpu", args.force)) for d in every]
+    for d, job in jobs:
+        if not job:
             print(f"{d}: already holds {', '.join(spec.eval.metrics)}; kept (--force scores it again)",
                   file=sys.stderr)
-    if not targets:
+    jobs = [(d, job) for d, job in jobs if job]
+    if not jobs:
         return 0
-    scored = [_rescore(d, spec, args.device or "cpu") for d in targets]
     entry = {"metrics": spec.eval.metrics, "command": "zoo " + " ".join(args.argv),
              "when": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    for d, (ids, merged, scores, settings) in zip(targets, scored):
-        _write_rescored(d, ids, merged, scores, settings, entry)
-    out = {}
-    if targets[0] == run_dir:
-        out = {"n_examples": len(scored[0][0]), "saved": sorted(scored[0][2]), "scores": scored[0][2]}
-    decodes = {d.name: s[2] for d, s in zip(targets, scored) if d != run_dir}
-    if decodes:
-        out["decodes"] = decodes
+    out: dict = {}
+    for d, job in jobs:
+        _write_rescored(d, job, entry)
+        got = {k: v[2] if k == "eval" else v[0] for k, v in job.items()}
+        if d == run_dir:
+            if "eval" in got:
+                out.update(n_examples=len(job["eval"][0]), saved=sorted(got["eval"]), scores=got["eval"])
+            if "train_sample" in got:
+                out["train_sample"] = got["train_sample"]
+        else:
+            out.setdefault("decodes", {})[d.name] = got
     print(json.dumps(out, indent=2))
     _rebuild_report(run_dir)
     return 0
 
 
-def _rescore(folder: Path, spec, device: str):
-    """(ids, per-example values with the new metrics merged in, scores, settings) of the predictions in
-    ``folder`` (a run or one of its decodes) under ``spec``'s metrics; nothing is written."""
-    from seq2seq_zoo.evaluation import score
-    from seq2seq_zoo.results import read_predictions, read_scores
-    rows = read_predictions(folder)
-    ids = [str(r["id"]) for r in rows]
-    per: dict[str, list[float]] = {}
-    scores, settings = score([r["prediction"] for r in rows], [r["references"] for r in rows], spec, device, per)
-    old = read_scores(folder) or {}
-    if old and set(old) != set(ids):
-        raise UserError(f"{folder / 'scores.jsonl'} and predictions.jsonl hold different examples; "
-                        f"run `zoo report` to score the predictions again, then --save")
-    merged = {i: {**old.get(i, {}), **{k: v[j] for k, v in per.items()}} for j, i in enumerate(ids)}
-    return ids, merged, scores, settings
-
-
-def _write_rescored(folder: Path, ids, merged, scores, settings, entry: dict) -> None:
-    from seq2seq_zoo.results import read_record, write_record, write_scores
-    keys = list(dict.fromkeys([k for i in ids[:1] for k in merged[i]]))
-    write_scores(folder, ids, {k: [merged[i][k] for i in ids] for k in keys})
+def _rescore(folder: Path, spec, device: str, force: bool) -> dict:
+    """The parts of ``folder`` (a run or one of its decodes) to score with ``spec``'s metrics, scored; nothing
+    is written. "eval": (ids, per-example values with the new metrics merged in, scores, settings) of the
+    test split; "train_sample": (scores, settings) of the training sample. A part that already holds every
+    metric is left out unless ``force``."""
+    from seq2seq_zoo.evaluation import TRAIN_SAMPLE_FILE, score
+    from seq2seq_zoo.results import read_predictions, read_record, read_scores
     rec = read_record(folder / "record.json")
-    rec["eval"]["scores"].update(scores)
-    rec["eval"].setdefault("settings", {}).update(settings)
-    rec.setdefault("rescored", []).append(dict(entry))
+    want = set(spec.eval.metrics)
+    job = {}
+    if force or not want <= set(rec["eval"].get("settings", {})):
+        rows = read_predictions(folder)
+        ids = [str(r["id"]) for r in rows]
+        per: dict[str, list[float]] = {}
+        scores, settings = score([r["prediction"] for r in rows], [r["references"] for r in rows], spec, device, per)
+        old = read_scores(folder) or {}
+        if old and set(old) != set(ids):
+            raise UserError(f"{folder / 'scores.jsonl'} and predictions.jsonl hold different examples; "
+                            f"run `zoo report` to score the predictions again, then --save")
+        merged = {i: {**old.get(i, {}), **{k: v[j] for k, v in per.items()}} for j, i in enumerate(ids)}
+        job["eval"] = (ids, merged, scores, settings)
+    sample = rec.get("train_sample")
+    if sample and (folder / TRAIN_SAMPLE_FILE).is_file() and (force or not want <= set(sample.get("settings", {}))):
+        rows = read_predictions(folder, TRAIN_SAMPLE_FILE)
+        job["train_sample"] = score([r["prediction"] for r in rows], [r["references"] for r in rows], spec, device)
+    return job
+
+
+def _write_rescored(folder: Path, job: dict, entry: dict) -> None:
+    from seq2seq_zoo.results import read_record, write_record, write_scores
+    rec = read_record(folder / "record.json")
+    if "eval" in job:
+        ids, merged, scores, settings = job["eval"]
+        keys = list(dict.fromkeys([k for i in ids[:1] for k in merged[i]]))
+        write_scores(folder, ids, {k: [merged[i][k] for i in ids] for k in keys})
+        rec["eval"]["scores"].update(scores)
+        rec["eval"].setdefault("settings", {}).update(settings)
+    if "train_sample" in job:
+        scores, settings = job["train_sample"]
+        rec["train_sample"]["scores"].update(scores)
+        rec["train_sample"].setdefault("settings", {}).update(settings)
+    rec.setdefault("rescored", []).append(dict(entry, parts=sorted(job)))
     write_record(folder, rec)
 
 
 def _rebuild_report(run_dir: Path) -> None:
     """The tables of the experiment folder holding ``run_dir``, after ``zoo eval`` changed the run."""
     exp_dir = Path(run_dir).resolve().parent
+    if exp_dir.is_relative_to(Path.cwd().resolve()):   # the tables name the folder as the user did, not /abs/...
+        exp_dir = exp_dir.relative_to(Path.cwd().resolve())
     if any(exp_dir.glob("*/record.json")):
         from seq2seq_zoo.report import build_report
         paths = build_report(exp_dir)

@@ -96,9 +96,9 @@ def test_eval_save_keeps_added_metrics_with_the_run_and_in_the_tables(tmp_path, 
 
 def test_eval_save_scores_the_runs_decoding_variants_too(tmp_path, capsys):
     """A run's ``decodes/<name>/`` variants are table rows of their own: ``--save`` adds the metric to
-    each of them as to the run, and the table's decode row shows it."""
+    each of them as to the run, test split and training sample, and the table's decode row shows it."""
     from conftest import trained_tiny_experiment
-    data_dir, toml, results = trained_tiny_experiment(tmp_path, "rescore2", RUNS)
+    data_dir, toml, results = trained_tiny_experiment(tmp_path, "rescore2", RUNS + "eval.train_sample = 0.5\n")
     run = results / "rescore2" / "base"
     assert _run(["eval", str(run), "--decode", "beam_size=3,no_repeat_ngram=2", "--name", "b2", "--data-dir", str(data_dir),
                  "--no-progress"]) == 0
@@ -108,10 +108,14 @@ def test_eval_save_scores_the_runs_decoding_variants_too(tmp_path, capsys):
     capsys.readouterr()
     assert _run(["eval", str(run), "--metrics", "repetition", "--save"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out["decodes"]) == {"b2"} and "repetition" in out["decodes"]["b2"]
+    assert set(out["decodes"]) == {"b2"} and "repetition" in out["decodes"]["b2"]["eval"]
     rec = json.loads((dec / "record.json").read_text())
-    assert rec["eval"]["scores"]["repetition"] == out["decodes"]["b2"]["repetition"]
-    assert rec["rescored"][0]["metrics"] == ["repetition"]
+    assert rec["eval"]["scores"]["repetition"] == out["decodes"]["b2"]["eval"]["repetition"]
+    assert rec["rescored"][0]["metrics"] == ["repetition"] and rec["rescored"][0]["parts"] == ["eval", "train_sample"]
+    for r in (rec, json.loads((run / "record.json").read_text())):   # the training sample too
+        assert r["train_sample"]["n_examples"] == 8 and 0.0 <= r["train_sample"]["scores"]["repetition"] <= 1.0
+        assert "repetition" in r["train_sample"]["settings"]
+    assert out["train_sample"]["repetition"] == json.loads((run / "record.json").read_text())["train_sample"]["scores"]["repetition"]
     after = [json.loads(x) for x in (dec / "scores.jsonl").read_text().splitlines()]
     assert len(after) == len(before)
     for b, a in zip(before[1:], after[1:]):

@@ -692,19 +692,19 @@ def _eval_save(args) -> int:
     spec = RunSpec.from_dict(read_record(run_dir / "record.json")["spec"])
     spec.eval.metrics = list(dict.fromkeys(args.metrics))
     every = [run_dir] + sorted(p.parent for p in (run_dir / "decodes").glob("*/record.json"))
-    jobs = [(d, _rescore(d, spec, args.device or "cpu", args.force)) for d in every]
-    for d, job in jobs:
+    jobs = [(d, *_rescore(d, spec, args.device or "cpu", args.force)) for d in every]
+    for d, _, job in jobs:
         if not job:
             print(f"{d}: already holds {', '.join(spec.eval.metrics)}; kept (--force scores it again)",
                   file=sys.stderr)
-    jobs = [(d, job) for d, job in jobs if job]
+    jobs = [(d, rec, job) for d, rec, job in jobs if job]
     if not jobs:
         return 0
     entry = {"metrics": spec.eval.metrics, "command": "zoo " + " ".join(args.argv),
              "when": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     out: dict = {}
-    for d, job in jobs:
-        _write_rescored(d, job, entry)
+    for d, rec, job in jobs:
+        _write_rescored(d, rec, job, entry)
         got = {k: v[2] if k == "eval" else v[0] for k, v in job.items()}
         if d == run_dir:
             if "eval" in got:
@@ -718,9 +718,9 @@ def _eval_save(args) -> int:
     return 0
 
 
-def _rescore(folder: Path, spec, device: str, force: bool) -> dict:
-    """The parts of ``folder`` (a run or one of its decodes) to score with ``spec``'s metrics, scored; nothing
-    is written. "eval": (ids, per-example values with the new metrics merged in, scores, settings) of the
+def _rescore(folder: Path, spec, device: str, force: bool) -> tuple[dict, dict]:
+    """``folder``'s record (a run's or one of its decodes') and the parts of it to score with ``spec``'s
+    metrics, scored; nothing is written. "eval": (ids, per-example values with the new metrics merged in, scores, settings) of the
     test split; "train_sample": (scores, settings) of the training sample. A part that already holds every
     metric is left out unless ``force``."""
     from seq2seq_zoo.evaluation import TRAIN_SAMPLE_FILE, score
@@ -743,12 +743,11 @@ def _rescore(folder: Path, spec, device: str, force: bool) -> dict:
     if sample and (folder / TRAIN_SAMPLE_FILE).is_file() and (force or not want <= set(sample.get("settings", {}))):
         rows = read_predictions(folder, TRAIN_SAMPLE_FILE)
         job["train_sample"] = score([r["prediction"] for r in rows], [r["references"] for r in rows], spec, device)
-    return job
+    return rec, job
 
 
-def _write_rescored(folder: Path, job: dict, entry: dict) -> None:
-    from seq2seq_zoo.results import read_record, write_record, write_scores
-    rec = read_record(folder / "record.json")
+def _write_rescored(folder: Path, rec: dict, job: dict, entry: dict) -> None:
+    from seq2seq_zoo.results import write_record, write_scores
     if "eval" in job:
         ids, merged, scores, settings = job["eval"]
         keys = list(dict.fromkeys([k for i in ids[:1] for k in merged[i]]))

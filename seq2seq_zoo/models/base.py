@@ -176,6 +176,23 @@ def _index(obj, index):
     return obj
 
 
+
+def reorder_rows(state: dict, out: dict, index: torch.Tensor, sources: int) -> None:
+    """``out``'s ``row`` (each hypothesis' source, after taking hypotheses ``index`` of ``state``) and
+    ``group``: K when the rows are K consecutive hypotheses per source (beam search: per-source tensors
+    are then shared without copies), 0 otherwise. The reference arange(B).repeat_interleave(K) is made
+    once per decode and kept in the state (``grouped_row``)."""
+    row = state["row"].index_select(0, index)
+    N = row.numel()
+    group = 0
+    if N % sources == 0:
+        grouped = state.get("grouped_row")
+        if grouped is None or grouped.numel() != N:
+            grouped = out["grouped_row"] = torch.arange(sources, device=row.device).repeat_interleave(N // sources)
+        if torch.equal(row, grouped):
+            group = N // sources
+    out.update(row=row, group=group)
+
 def count_parameters(model: Seq2Seq) -> dict[str, int]:
     """Unique trainable parameters per component; shared (tied) tensors are counted once, where first seen."""
     seen: set[int] = set()

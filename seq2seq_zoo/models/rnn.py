@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
-from seq2seq_zoo.models.base import Seq2Seq, StepOutput
+from seq2seq_zoo.models.base import Seq2Seq, StepOutput, reorder_rows
 from seq2seq_zoo.models.kernels import LazyOutput, log_softmax_fp32
 from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, double_keys,
                                             fp32_on_cpu, run_encoder, run_packed)
@@ -316,12 +316,7 @@ class _Attentional(_Recurrent):
         for k in self.PER_HYPOTHESIS:
             if k in state:
                 out[k] = state[k].index_select(0, index)
-        row = state["row"].index_select(0, index)
-        B, N = state["mask"].size(0), row.numel()
-        group = 0
-        if N % B == 0 and torch.equal(row, torch.arange(B, device=row.device).repeat_interleave(N // B)):
-            group = N // B
-        out.update(row=row, group=group)
+        reorder_rows(state, out, index, state["mask"].size(0))
         return out
 
     def _per_source(self, state):

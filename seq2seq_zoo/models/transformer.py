@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
-from seq2seq_zoo.models.base import Seq2Seq, StepOutput
+from seq2seq_zoo.models.base import Seq2Seq, StepOutput, reorder_rows
 from seq2seq_zoo.models.kernels import Dropout, LazyOutput, log_softmax_fp32
 from seq2seq_zoo.models.layers import PE_KINDS, Embeddings, MultiHeadAttention, PositionalEncoding, padding_mask
 from seq2seq_zoo.registry import did_you_mean, register_model
@@ -274,12 +274,9 @@ class Transformer(Seq2Seq):
                 state["cross_kv"] = [(k.float(), v.float()) for k, v in state["cross_kv"]]
                 state["src_bias"] = state["src_bias"].float()
             h = self.decoder.step(self.feed(prev), state["cross_kv"], state["src_bias"], state["caches"], t, kv_rows)
-            logits = self.generator(h[:, -1])
-            state["t"] = state["t"] + 1
-            state["logits"] = logits
-            return log_softmax_fp32(logits), state
-        h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
-                            caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
+        else:
+            h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
+                                caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
         logits = self.generator(h[:, -1])
         log_probs = log_softmax_fp32(logits)
         state["t"] = state["t"] + 1
@@ -295,18 +292,7 @@ class Transformer(Seq2Seq):
             return super().reorder(state, index)
         out = dict(state)
         out["caches"] = [{k: v.index_select(0, index) for k, v in c.items()} for c in state["caches"]]
-        row = state["row"].index_select(0, index)
-        out["row"] = row
-        B, N = state["src_mask"].size(0), row.numel()
-        group = 0
-        if N % B == 0:
-            K = N // B
-            grouped = state.get("grouped_row")   # arange(B).repeat_interleave(K), made once per decode
-            if grouped is None or grouped.numel() != N:
-                grouped = out["grouped_row"] = torch.arange(B, device=row.device).repeat_interleave(K)
-            if torch.equal(row, grouped):
-                group = K
-        out["group"] = group
+        reorder_rows(state, out, index, state["src_mask"].size(0))
         return out
 
     @property

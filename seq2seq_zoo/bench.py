@@ -1519,7 +1519,7 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
     """Run every measurement on each device and write ``out``/bench.json and ``out``/README.md."""
     from datetime import datetime, timezone
 
-    from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, cpu_has_fast_bf16, hardware
+    from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, cpu_has_fast_bf16, hardware, pick_device
     t0 = time.perf_counter()
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     threads, why = choose_threads(threads, load_before)
@@ -1530,6 +1530,7 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
         plan = replace(plan, compile=True)
     if devices is None:
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = [pick_device(d) for d in devices]  # before hardware(): it records the attention kernels in use
     report: dict[str, Any] = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               "quick": quick, "hardware": hardware(), "cpu_fast_bf16": cpu_has_fast_bf16(),
                               "cpu_bf16_isa": cpu_bf16_isa(),
@@ -1543,8 +1544,7 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
         report["transformers"] = transformers.__version__
     except Exception:  # noqa: BLE001
         report["transformers"] = None
-    for d in devices:
-        device = torch.device(d)
+    for device in devices:
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("--device cuda: no CUDA device is available")
         report["devices"].append(run_device(device, shape, plan, scaling=scaling, data_dir=data_dir,

@@ -107,6 +107,7 @@ def hardware() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
+        info["cudnn_attention"] = torch.backends.cuda.cudnn_sdp_enabled()
     return info
 
 
@@ -135,9 +136,13 @@ def hardware_str(hw: dict[str, Any]) -> str:
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    """The device of a run, an evaluation or a bench ("auto": the GPU if there is one). On a GPU it also
+    takes cuDNN's attention kernels out of use (``models.kernels.no_cudnn_attention``)."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
+    if device.type == "cuda":
+        from seq2seq_zoo.models.kernels import no_cudnn_attention
+        no_cudnn_attention()
+    return device
 
 
 @functools.lru_cache(maxsize=None)

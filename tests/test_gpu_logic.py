@@ -10,6 +10,7 @@ from seq2seq_zoo import bench
 from seq2seq_zoo.models.kernels import prefer_math_attention
 from seq2seq_zoo.models.rnn_kernels import fp32_on_cpu
 from seq2seq_zoo.precision import autocast_dtype
+from seq2seq_zoo.utils import pick_device
 
 
 def test_gpus_take_the_fused_sdpa_kernels_cpus_the_math_path_in_bf16():
@@ -18,6 +19,27 @@ def test_gpus_take_the_fused_sdpa_kernels_cpus_the_math_path_in_bf16():
     qc = torch.zeros(2, 4, 16, 8, dtype=torch.bfloat16)
     assert prefer_math_attention(qc, qc)             # CPU bf16: batched matmuls
     assert not prefer_math_attention(qc.float(), qc.float())   # CPU fp32, many queries: the fused kernel
+
+
+@pytest.fixture
+def cudnn_attention_on():
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    yield
+    torch.backends.cuda.enable_cudnn_sdp(was)
+
+
+def test_a_gpu_device_takes_cudnn_attention_out_of_sdpa_unless_asked_to_keep_it(monkeypatch, cudnn_attention_on):
+    monkeypatch.delenv("ZOO_CUDNN_ATTENTION", raising=False)
+    assert pick_device("cpu").type == "cpu"
+    assert torch.backends.cuda.cudnn_sdp_enabled()        # a CPU run leaves the setting alone
+    assert pick_device("cuda").type == "cuda"             # a device object: no GPU is needed for this
+    assert not torch.backends.cuda.cudnn_sdp_enabled()    # cuDNN's per-shape graph builds are out
+    assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    monkeypatch.setenv("ZOO_CUDNN_ATTENTION", "1")
+    pick_device("cuda:0")
+    assert torch.backends.cuda.cudnn_sdp_enabled()        # kept where the user asks
 
 
 @pytest.mark.parametrize("bf16_ok,want", [(True, torch.bfloat16), (False, torch.float16)])

@@ -7,14 +7,14 @@ says what it measured against):
 - ``packed_linear_weights``: inference with linear weights packed into oneDNN's layout, kept between calls;
 - ``Dropout`` / ``dropout_keep_mask``: a dropout mask from 16 random bits per element;
 - ``fused_token_losses``: output projection + log-softmax + label-smoothed NLL in row blocks;
-- ``LazyOutput``: a model output whose log-probs are made only when read (the loss takes the fused path);
-- ``no_cudnn_attention``: on GPUs, ``F.scaled_dot_product_attention`` without cuDNN's kernels.
+- ``LazyOutput``: a model output whose log-probs are made only when read (the loss takes the fused path).
+
+On GPUs ``F.scaled_dot_product_attention`` runs without cuDNN's kernels (``utils.no_cudnn_attention``).
 """
 from __future__ import annotations
 
 import contextlib
 import math
-import os
 import weakref
 
 import torch
@@ -25,21 +25,6 @@ from seq2seq_zoo.models.base import StepOutput
 from seq2seq_zoo.utils import cpu_has_fast_bf16
 
 NEG_INF = float("-inf")
-
-def no_cudnn_attention() -> bool:
-    """Take cuDNN's kernels out of ``F.scaled_dot_product_attention``'s choice (flash, memory-efficient and
-    math stay), process-wide; ``pick_device`` calls it for a GPU. cuDNN builds an execution graph for each
-    new shape of q, k and v (several hundred ms of CPU, cached per shape), and training batches sentences
-    of every length. On an H100 (session #17, py-spy) a DialogSum Transformer with head size 64, which
-    cuDNN takes, kept one CPU core busy with 40% of its samples inside this call and the GPU 0-4% busy;
-    its epochs fell from 105-113 s to 20-23 s over 12 epochs, as a per-shape cache would fill, while the
-    suite's runs with head size 30, which cuDNN does not take, kept a steady epoch time (on H200s).
-    ``ZOO_CUDNN_ATTENTION=1`` keeps cuDNN (e.g. for fixed shapes). Returns whether it applied."""
-    if os.environ.get("ZOO_CUDNN_ATTENTION", "") == "1":
-        return False
-    torch.backends.cuda.enable_cudnn_sdp(False)
-    return True
-
 
 # Above this many attention scores (B * H * Tq * Tk) the CPU math path falls back to the fused kernel,
 # which never holds the full (B, H, Tq, Tk) weights: 2**27 scores are 256 MB in bf16 per layer.

@@ -981,12 +981,38 @@ class BatchCycle:
         return self.trainer()
 
 
+# the GPU-sized stage's variants beside the runs' own setting (``default``): what each would change
+GPU_SHAPE_VARIANTS = {
+    "cudnn_attention": "cuDNN's attention kernels on (`ZOO_CUDNN_ATTENTION=1`; runs have them off)",
+    "compiled": "encoder and decoder stacks under `torch.compile(dynamic=True)` (`--compile`; runs are eager)",
+}
+
+
+class WithCudnnAttention:
+    """A call with cuDNN's attention kernels enabled, the process's setting restored after it."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+
+    def __call__(self):
+        was = torch.backends.cuda.cudnn_sdp_enabled()
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        try:
+            return self.fn()
+        finally:
+            torch.backends.cuda.enable_cudnn_sdp(was)
+
+
 def measure_gpu_shape(shape: Shape, device: torch.device, plan: Plan, peaks: dict[str, float],
                       dtype: torch.dtype | None, max_tokens: int = GPU_MAX_TOKENS,
-                      progress: Callable[[str], None] = log) -> dict[str, Any]:
+                      progress: Callable[[str], None] = log, variants: tuple[str, ...] = ()) -> dict[str, Any]:
     """Our Transformer at ``shape`` on token batches: each timed update's model FLOP/s (6 x params x
     non-pad tokens) over the measured bf16 peak; the median over the updates is the figure. Runs on any
-    device (the tests run it on CPU at a tiny shape); ``zoo bench`` runs it on CUDA at GPU_SHAPE."""
+    device (the tests run it on CPU at a tiny shape); ``zoo bench`` runs it on CUDA at GPU_SHAPE.
+
+    ``variants`` (names in GPU_SHAPE_VARIANTS): the same model, seed and batches with one thing changed,
+    timed interleaved with the default; each also reports its first pass over the batches, where new
+    shapes pay cuDNN's graph builds or compilation."""
     torch.manual_seed(0)
     model, opts = our_transformer(shape, device)
     fp = flop_params(model)
@@ -994,29 +1020,76 @@ def measure_gpu_shape(shape: Shape, device: torch.device, plan: Plan, peaks: dic
     # enough examples for n_batches batches of the cap: about max_tokens / mean padded length each
     per_batch = max(1, max_tokens // ((3 * shape.src_len + 3 * shape.tgt_len) // 4))
     batches = token_batches(shape, max_tokens, per_batch * (n_batches + 1))[:n_batches]
-    cyc = BatchCycle(model, batches, device, dtype)
-    with PeakMemory(device) as mem:
-        for _ in range(plan.warmup * len(batches)):
-            cyc()
+    cycles = {"default": BatchCycle(model, batches, device, dtype)}
+    calls: dict[str, Callable[[], Any]] = dict(cycles)
+    first: dict[str, float] = {}
+
+    def warm_up(name):
+        t0 = time.perf_counter()
+        for _ in range(len(batches)):       # first pass: every shape new
+            calls[name]()
         sync(device)
-    times = interleaved({"gpu": cyc}, plan.iters, device)["gpu"]
-    timed = cyc.tokens[-plan.iters:]
-    rates = [train_flops(fp, src, tgt) / dt / 1e9 for (src, tgt), dt in zip(timed, times)]
-    gflops = median(rates)
+        first[name] = time.perf_counter() - t0
+        for _ in range((plan.warmup - 1) * len(batches)):
+            calls[name]()
+        sync(device)
+
+    with PeakMemory(device) as mem:
+        warm_up("default")
+    unknown = [v for v in variants if v not in GPU_SHAPE_VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(GPU_SHAPE_VARIANTS)})")
+    errors: dict[str, str] = {}
+    for v in variants:
+        try:
+            torch.manual_seed(0)
+            m, _ = our_transformer(shape, device)
+            if v == "compiled":
+                m.encoder = torch.compile(m.encoder, dynamic=True)
+                m.decoder = torch.compile(m.decoder, dynamic=True)
+            cycles[v] = BatchCycle(m, batches, device, dtype)
+            calls[v] = WithCudnnAttention(cycles[v]) if v == "cudnn_attention" else cycles[v]
+            warm_up(v)
+        except Exception as e:  # noqa: BLE001 - no compiler, out of memory: report it, keep the default
+            errors[v] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            calls.pop(v, None)
+            cycles.pop(v, None)
+            progress(f"    {v}: not measured ({errors[v]})")
+    times = interleaved(calls, plan.iters, device)
     low = dtype in (torch.bfloat16, torch.float16)
     peak = peaks.get("bf16") if low else peaks.get("fp32")
+
+    def figures(name):
+        timed = cycles[name].tokens[-plan.iters:]
+        rates = [train_flops(fp, src, tgt) / dt / 1e9 for (src, tgt), dt in zip(timed, times[name])]
+        gflops = median(rates)
+        return {"step_s_all": times[name], "model_gflops_all": rates, "model_gflops": gflops,
+                "tokens_per_s": median([tgt / dt for (_, tgt), dt in zip(timed, times[name])]),
+                "mfu": gflops / peak if peak else None, "first_pass_s": first[name]}
+
     out = {"options": opts, "params": count_parameters(model)["total"], "flop_params": fp,
            "max_tokens": max_tokens, "precision": precision_name(dtype),
            "batch_examples": [len(b.ids) for b in batches],
            "batch_padded_tokens": [int(b.src.numel() + b.tgt_out.numel()) for b in batches],
-           "step_s_all": times, "model_gflops_all": rates, "model_gflops": gflops,
-           "tokens_per_s": median([tgt / dt for (_, tgt), dt in zip(timed, times)]), "peak_gflops": peak,
-           "peak_kind": "bf16" if low else "fp32",
-           "mfu": gflops / peak if peak else None, "peak_mem_mb": mem.peak_mb}
+           **figures("default"), "peak_gflops": peak, "peak_kind": "bf16" if low else "fp32",
+           "peak_mem_mb": mem.peak_mb,
+           "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled() if device.type == "cuda" else None}
+    gflops = out["model_gflops"]
     progress(f"    {out['params'] / 1e6:.0f}M parameters, batches of {min(out['batch_examples'])}-"
              f"{max(out['batch_examples'])} examples (max_tokens {max_tokens:,}): {gflops:,.0f} GFLOP/s, "
              + (f"{100 * out['mfu']:.0f}% of the {out['peak_kind']} peak, " if out["mfu"] else "")
-             + f"peak +{mem.peak_mb:,.0f} MB")
+             + f"peak +{mem.peak_mb:,.0f} MB; first pass {first['default']:.1f}s")
+    if variants:
+        out["variants"] = {}
+        for v in variants:
+            if v in errors:
+                out["variants"][v] = {"error": errors[v]}
+                continue
+            f = out["variants"][v] = figures(v)
+            f["vs_default"] = f["model_gflops"] / gflops if gflops else None
+            progress(f"    {v}: {f['model_gflops']:,.0f} GFLOP/s"
+                     + (f" ({100 * f['mfu']:.0f}%)" if f["mfu"] else "")
+                     + f", {f['vs_default']:.2f}x the default; first pass {f['first_pass_s']:.1f}s")
     return out
 
 
@@ -1088,7 +1161,8 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
                   f"{g.d_model}, {g.layers}+{g.layers} layers, vocabulary {g.vocab:,}, token batches of "
                   f"{GPU_MAX_TOKENS:,} padded tokens")
         try:
-            res["gpu_shape"] = measure_gpu_shape(g, device, plan, peaks, default_dtype, GPU_MAX_TOKENS, progress)
+            res["gpu_shape"] = measure_gpu_shape(g, device, plan, peaks, default_dtype, GPU_MAX_TOKENS, progress,
+                                                 variants=("cudnn_attention",) + (("compiled",) if plan.compile else ()))
         except torch.cuda.OutOfMemoryError as e:
             res["notes"].append(f"GPU-sized shape not measured: out of memory ({e})")
             progress(f"    note: {res['notes'][-1]}")
@@ -1389,15 +1463,29 @@ def gpu_shape_markdown(gs: dict[str, Any] | None) -> list[str]:
         return []
     o = gs["options"]
     mfu = "—" if gs["mfu"] is None else f"{100 * gs['mfu']:.0f}%"
-    return ["", f"### Training at a GPU-sized shape ({gs['precision']})", "",
-            f"Our Transformer, d_model {o['d_model']}, d_ff {o['d_ff']}, {o['heads']} heads (head size "
-            f"{o['d_model'] // o['heads']}), {o['layers']}+{o['layers']} layers, {gs['params']:,} parameters; "
-            f"token batches (`train.batch_size = 0`, `train.max_tokens = {gs['max_tokens']}`) of "
-            f"{min(gs['batch_examples'])}-{max(gs['batch_examples'])} examples with sources and targets of "
-            "varied length. Median over the timed updates:", "",
-            "| model GFLOP/s | peak GFLOP/s | MFU | target tok/s | peak memory (MB) |", "|---|---|---|---|---|",
-            f"| {_fmt(gs['model_gflops'])} | {_fmt(gs['peak_gflops'])} ({gs['peak_kind']}) | {mfu} | "
-            f"{_fmt(gs['tokens_per_s'])} | {_fmt(gs['peak_mem_mb'])} |"]
+    L = ["", f"### Training at a GPU-sized shape ({gs['precision']})", "",
+         f"Our Transformer, d_model {o['d_model']}, d_ff {o['d_ff']}, {o['heads']} heads (head size "
+         f"{o['d_model'] // o['heads']}), {o['layers']}+{o['layers']} layers, {gs['params']:,} parameters; "
+         f"token batches (`train.batch_size = 0`, `train.max_tokens = {gs['max_tokens']}`) of "
+         f"{min(gs['batch_examples'])}-{max(gs['batch_examples'])} examples with sources and targets of "
+         "varied length. Median over the timed updates:", "",
+         "| model GFLOP/s | peak GFLOP/s | MFU | target tok/s | peak memory (MB) |", "|---|---|---|---|---|",
+         f"| {_fmt(gs['model_gflops'])} | {_fmt(gs['peak_gflops'])} ({gs['peak_kind']}) | {mfu} | "
+         f"{_fmt(gs['tokens_per_s'])} | {_fmt(gs['peak_mem_mb'])} |"]
+    if gs.get("variants"):
+        L += ["", "The same model, seed and batches with one thing changed, timed interleaved with the runs' own "
+              f"setting (cuDNN attention {'on' if gs.get('cudnn_attention') else 'off'}, eager). The first pass "
+              "over the batches (every shape new) pays cuDNN's graph builds and compilation:", "",
+              "| variant | model GFLOP/s | MFU | vs the runs' setting | first pass (s) |", "|---|---|---|---|---|",
+              f"| the runs' setting | {_fmt(gs['model_gflops'])} | {mfu} | 1.00x | {gs.get('first_pass_s', 0):.1f} |"]
+        for v, f in gs["variants"].items():
+            what = GPU_SHAPE_VARIANTS.get(v, v)
+            if "error" in f:
+                L.append(f"| {what} | not measured: {f['error'][:100]} | | | |")
+                continue
+            vm = "—" if f["mfu"] is None else f"{100 * f['mfu']:.0f}%"
+            L.append(f"| {what} | {_fmt(f['model_gflops'])} | {vm} | {f['vs_default']:.2f}x | {f['first_pass_s']:.1f} |")
+    return L
 
 
 def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:

@@ -104,6 +104,59 @@ def test_gpu_shape_stage_times_token_batches_and_reports_mfu_against_the_peak():
     assert f"| {100 * out['mfu']:.0f}% |" in md
 
 
+TINY_GPU_SHAPE = bench.Shape(vocab=50, d_model=16, d_ff=32, heads=2, layers=1, batch=0, src_len=24, tgt_len=10,
+                             dropout=0.0)
+
+
+def test_gpu_shape_variants_run_the_same_model_and_batches_with_one_change(monkeypatch):
+    """cuDNN attention on and torch.compile, beside the runs' setting: the same seed's weights, the same
+    batches in the same order, each variant's own FLOP/s, MFU, ratio and first pass; a variant that fails
+    (no compiler) is reported and the default still stands."""
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: compiled.append((type(m).__name__, kw)) or m)
+    plan = bench.Plan(warmup=1, iters=3)
+    out = bench.measure_gpu_shape(TINY_GPU_SHAPE, torch.device("cpu"), plan, {"bf16": None, "fp32": 1.0}, None,
+                                  max_tokens=200, progress=lambda s: None, variants=("cudnn_attention", "compiled"))
+    assert compiled == [("Encoder", {"dynamic": True}), ("Decoder", {"dynamic": True})]
+    assert set(out["variants"]) == {"cudnn_attention", "compiled"}
+    for v in out["variants"].values():
+        assert len(v["model_gflops_all"]) == 3 and v["mfu"] == pytest.approx(v["model_gflops"])
+        assert v["vs_default"] == pytest.approx(v["model_gflops"] / out["model_gflops"])
+        assert v["first_pass_s"] > 0
+    assert out["first_pass_s"] > 0
+    md = "\n".join(bench.gpu_shape_markdown(out))
+    assert "| the runs' setting |" in md and "torch.compile(dynamic=True)" in md and "ZOO_CUDNN_ATTENTION=1" in md
+
+    def no_compiler(m, **kw):
+        raise RuntimeError("no C++ compiler here")
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    out = bench.measure_gpu_shape(TINY_GPU_SHAPE, torch.device("cpu"), plan, {"bf16": None, "fp32": 1.0}, None,
+                                  max_tokens=200, progress=lambda s: None, variants=("compiled",))
+    assert "no C++ compiler" in out["variants"]["compiled"]["error"] and out["model_gflops"] > 0
+    assert "not measured: RuntimeError: no C++ compiler here" in "\n".join(bench.gpu_shape_markdown(out))
+    with pytest.raises(ValueError, match="unknown variant"):
+        bench.measure_gpu_shape(TINY_GPU_SHAPE, torch.device("cpu"), plan, {}, None, max_tokens=200,
+                                progress=lambda s: None, variants=("fp8",))
+
+
+def test_the_cudnn_variant_turns_cudnn_attention_on_for_its_own_calls_only():
+    seen = []
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        call = bench.WithCudnnAttention(lambda: seen.append(torch.backends.cuda.cudnn_sdp_enabled()))
+        call()
+        assert seen == [True] and not torch.backends.cuda.cudnn_sdp_enabled()
+
+        def boom():
+            raise RuntimeError("step failed")
+        with pytest.raises(RuntimeError):
+            bench.WithCudnnAttention(boom)()
+        assert not torch.backends.cuda.cudnn_sdp_enabled()     # restored after a failure too
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
+
+
 def test_a_gpus_matmul_peak_is_measured_on_a_gpu_sized_product():
     """On an H200 a 2048³ bf16 product reached 386 TFLOP/s, half of what 8192³ products reach: a GPU's
     MFU is taken against a peak measured at least at GPU_MATMUL_N; a CPU keeps the plan's size."""

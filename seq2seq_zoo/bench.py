@@ -199,6 +199,11 @@ def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, device: torch.de
     return times
 
 
+def error_line(e: BaseException) -> str:
+    """An exception as one line for a report: its type and the first line of its message."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -679,7 +684,7 @@ def measure_compile(shape: Shape, device: torch.device, dtype, plan: Plan,
         sync(device)
         compile_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - no compiler, unsupported op: report, do not stop the bench
-        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+        return {"error": error_line(e)}
     eager()
     times = interleaved({"eager": eager, "compiled": comp}, plan.iters, device)
     e, c = median(times["eager"]), median(times["compiled"])
@@ -935,7 +940,7 @@ def measure_eval_cost(n: int, device: torch.device, progress: Callable[[str], No
                          "backbone": settings.get("model") or settings.get("backbone")}
             progress(f"    {name}: {sec:.1f}s for {n} examples ({n / sec:.0f}/s)")
         except Exception as e:  # noqa: BLE001 - a missing backbone must not stop the bench
-            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+            out[name] = {"error": error_line(e)[:200]}
             progress(f"    {name}: not measured ({out[name]['error']})")
     return out
 
@@ -1013,6 +1018,9 @@ def measure_gpu_shape(shape: Shape, device: torch.device, plan: Plan, peaks: dic
     ``variants`` (names in GPU_SHAPE_VARIANTS): the same model, seed and batches with one thing changed,
     timed interleaved with the default; each also reports its first pass over the batches, where new
     shapes pay cuDNN's graph builds or compilation."""
+    unknown = [v for v in variants if v not in GPU_SHAPE_VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(GPU_SHAPE_VARIANTS)})")
     torch.manual_seed(0)
     model, opts = our_transformer(shape, device)
     fp = flop_params(model)
@@ -1036,9 +1044,6 @@ def measure_gpu_shape(shape: Shape, device: torch.device, plan: Plan, peaks: dic
 
     with PeakMemory(device) as mem:
         warm_up("default")
-    unknown = [v for v in variants if v not in GPU_SHAPE_VARIANTS]
-    if unknown:
-        raise ValueError(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(GPU_SHAPE_VARIANTS)})")
     errors: dict[str, str] = {}
     for v in variants:
         try:
@@ -1051,7 +1056,7 @@ def measure_gpu_shape(shape: Shape, device: torch.device, plan: Plan, peaks: dic
             calls[v] = WithCudnnAttention(cycles[v]) if v == "cudnn_attention" else cycles[v]
             warm_up(v)
         except Exception as e:  # noqa: BLE001 - no compiler, out of memory: report it, keep the default
-            errors[v] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            errors[v] = error_line(e)[:300]
             calls.pop(v, None)
             cycles.pop(v, None)
             progress(f"    {v}: not measured ({errors[v]})")

@@ -72,7 +72,7 @@ def test_fast_and_reference_give_the_same_loss_log_probs_and_gradients(name, opt
     out_f, loss_f, g_f = loss_and_grads(fast, batch)
     # the reference's energies pass through fp32 (``e.float()``): agreement is to fp32 rounding
     torch.testing.assert_close(loss_f, loss_r, rtol=1e-6, atol=1e-6, check_dtype=False)
-    # columns the source cannot reach carry log-probs near -1e4 in both (see _mixture_at_source_words)
+    # columns the source cannot reach carry log-probs near -1e4 in both (see pointer.copy_mixture)
     torch.testing.assert_close(out_f.log_probs.clamp_min(-1000), out_r.log_probs.clamp_min(-1000),
                                rtol=1e-6, atol=1e-6)
     assert g_f.keys() == g_r.keys()

@@ -103,12 +103,7 @@ class PointerGenerator(BiLSTMSeq2Seq):
         enc["src_ext"] = batch.src_ext
         enc["n_oov"] = int(batch.n_oov)
         if self.impl == "fast":
-            # which source positions hold the same word (B, S, S), and each word's first position (B, S)
-            same = batch.src_ext.unsqueeze(2) == batch.src_ext.unsqueeze(1)
-            S = same.size(-1)
-            earlier = torch.ones(S, S, dtype=torch.bool, device=same.device).tril(-1)
-            enc["src_first"] = ~(same & earlier).any(-1)
-            enc["src_same"] = same.to(enc["keys"].dtype if enc["keys"].dtype == torch.float64 else torch.float32)
+            enc["src_same"], enc["src_first"] = source_words(batch.src_ext, enc["keys"].dtype)
         return enc, hid
 
     def _extra_inputs(self, c, hid, y):
@@ -116,40 +111,45 @@ class PointerGenerator(BiLSTMSeq2Seq):
         return torch.cat([_up(c), _up(h), _up(cell), _up(y)], -1)
 
     def _distribution(self, feats, a, extra, enc):
-        if "src_same" in enc:
-            return self._mixture_at_source_words(feats, a, extra, enc)
         log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # (..., V)
         z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)                # p_gen logit (...)
-        p_gen = torch.sigmoid(z)
-        lead = log_vocab.shape[:-1]
-        gen = torch.cat([F.logsigmoid(z).unsqueeze(-1) + log_vocab,
-                         log_vocab.new_full((*lead, enc["n_oov"]), NEG_BIG)], -1)           # log p_gen P_vocab
-        src_ext = enc["src_ext"]
-        index = src_ext.view(src_ext.size(0), *([1] * (a.dim() - 2)), src_ext.size(1)).expand_as(a)
-        a = a.to(gen.dtype)
-        copy = torch.zeros_like(gen).scatter_add(-1, index, a)                             # attention on w_j
-        tiny = torch.finfo(copy.dtype).tiny
-        log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
-        return torch.logaddexp(gen, F.logsigmoid(-z).unsqueeze(-1) + log_copy), p_gen
+        return copy_mixture(log_vocab, z, a, enc["src_ext"], enc["n_oov"], enc.get("src_same"),
+                            enc.get("src_first")), torch.sigmoid(z)
 
-    def _mixture_at_source_words(self, feats, a, extra, enc):
-        """The fast implementation's eq. 9: the copy term is nonzero only at the columns of source words,
-        so the mixture is taken at the source positions (copy mass of position j's word = a @ same,
-        (..., S)) and written into log p_gen P_vocab there, instead of scattering attention onto the full
-        extended vocabulary and mixing every column. Each word is written from its first position (its
-        repeats write the same value, without gradient). Leading dims (B, T): T steps or a source's
-        hypotheses. Columns the source does not hold keep log p_gen P_vocab exactly (the reference adds
-        log(1 + (1 - p_gen) e^-1e4) there, which is 0 at any column with a finite log-prob)."""
-        log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # (B, T, V)
-        z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)                # (B, T)
-        p_gen = torch.sigmoid(z)
-        gen = torch.cat([F.logsigmoid(z).unsqueeze(-1) + log_vocab,
-                         log_vocab.new_full((*log_vocab.shape[:-1], enc["n_oov"]), NEG_BIG)], -1)
-        src_ext = enc["src_ext"]
+
+def source_words(src_ext: torch.Tensor, dtype: torch.dtype = torch.float32):
+    """Which source positions hold the same word, (B, S, S) in ``dtype`` (fp64 stays fp64, anything
+    else fp32), and each word's first position (B, S): what ``copy_mixture``'s fast path needs."""
+    same = src_ext.unsqueeze(2) == src_ext.unsqueeze(1)
+    S = same.size(-1)
+    earlier = torch.ones(S, S, dtype=torch.bool, device=same.device).tril(-1)
+    return same.to(dtype if dtype == torch.float64 else torch.float32), ~(same & earlier).any(-1)
+
+
+def copy_mixture(log_vocab: torch.Tensor, z: torch.Tensor, a: torch.Tensor, src_ext: torch.Tensor, n_oov: int,
+                 src_same: torch.Tensor | None = None, src_first: torch.Tensor | None = None) -> torch.Tensor:
+    """Eq. 9 in log space over the extended vocabulary: log P(w) = logaddexp(log p_gen + log P_vocab(w),
+    log(1 - p_gen) + log sum_{j: w_j = w} a_j), p_gen = sigmoid(z). log_vocab (..., V) fp32+, z (...),
+    a (..., S) the copy attention, src_ext (B, S) extended source ids; leading dims (B, T): T steps, or
+    a source's hypotheses. P_vocab is zero on the n_oov extended columns: an OOV word can only be copied.
+
+    With ``src_same`` / ``src_first`` (``source_words``; leading dims (B, T) only) the mixture is taken at
+    the source positions (copy mass of position j's word = a @ same, (..., S)) and written into
+    log p_gen P_vocab there, instead of scattering attention onto the full extended vocabulary and mixing
+    every column. Each word is written from its first position (its repeats write the same value, without
+    gradient). Columns the source does not hold keep log p_gen P_vocab exactly (the reference adds
+    log(1 + (1 - p_gen) e^-1e4) there, which is 0 at any column with a finite log-prob)."""
+    gen = torch.cat([F.logsigmoid(z).unsqueeze(-1) + log_vocab,
+                     log_vocab.new_full((*log_vocab.shape[:-1], n_oov), NEG_BIG)], -1)     # log p_gen P_vocab
+    tiny = torch.finfo(gen.dtype).tiny
+    if src_same is not None:
         index = src_ext.unsqueeze(1).expand(*a.shape)                                      # (B, T, S)
-        copy = torch.bmm(a.to(gen.dtype), enc["src_same"].to(gen.dtype))                  # copy mass per position
-        tiny = torch.finfo(copy.dtype).tiny
+        copy = torch.bmm(a.to(gen.dtype), src_same.to(gen.dtype))                          # copy mass per position
         log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
         mixed = torch.logaddexp(gen.gather(-1, index), F.logsigmoid(-z).unsqueeze(-1) + log_copy)
-        mixed = torch.where(enc["src_first"].unsqueeze(1), mixed, mixed.detach())
-        return gen.scatter(-1, index, mixed), p_gen
+        mixed = torch.where(src_first.unsqueeze(1), mixed, mixed.detach())
+        return gen.scatter(-1, index, mixed)
+    index = src_ext.view(src_ext.size(0), *([1] * (a.dim() - 2)), src_ext.size(1)).expand_as(a)
+    copy = torch.zeros_like(gen).scatter_add(-1, index, a.to(gen.dtype))                   # attention on w_j
+    log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
+    return torch.logaddexp(gen, F.logsigmoid(-z).unsqueeze(-1) + log_copy)

@@ -264,6 +264,15 @@ class Transformer(Seq2Seq):
                 "row": torch.arange(B, device=batch.src.device), "group": 1}
 
     def decode_step(self, state, prev):
+        h = self.decode_hidden(state, prev)
+        logits = self.generator(h)
+        log_probs = log_softmax_fp32(logits)
+        state["logits"] = logits  # for the decoder's repetition penalty (taken out before reorder)
+        return log_probs, state
+
+    def decode_hidden(self, state, prev):
+        """One decoding step up to the output layer: the decoder's last output (N, d) for ``prev`` (N,),
+        with the caches extended and ``state["t"]`` advanced in place."""
         t = int(state["t"])
         group = state.get("group", 1)
         kv_rows = None if group == 1 else (group or state["row"])
@@ -277,11 +286,8 @@ class Transformer(Seq2Seq):
         else:
             h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
                                 caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)
-        logits = self.generator(h[:, -1])
-        log_probs = log_softmax_fp32(logits)
         state["t"] = state["t"] + 1
-        state["logits"] = logits  # for the decoder's repetition penalty (taken out before reorder)
-        return log_probs, state
+        return h[:, -1]
 
     def reorder(self, state, index):
         """Hypotheses ``index`` of the state: the self-attention caches are indexed; the per-source

@@ -201,22 +201,28 @@ def test_step_decoding_equals_teacher_forcing_after_reorder(coverage):
     full = model(batch).log_probs
     state = model.encode(batch)
     perm = torch.tensor([2, 0, 1])
-    state = model.reorder(state, perm)
-    inputs = batch.tgt_out[perm]
-    prev = torch.full((3,), BOS_ID)
+    assert_steps_equal_teacher_forcing(model, model.reorder(state, perm), batch.tgt_out[perm], full[perm])
+
+
+def assert_steps_equal_teacher_forcing(model, state, inputs, full, atol=1e-5):
+    """Feed ``inputs`` (N, T) step by step from <bos>; each step's log-probs equal ``full[:, t]`` (the
+    teacher-forced log-probs of the same rows) at the real (non-padding) positions."""
+    prev = torch.full((inputs.size(0),), BOS_ID)
     for t in range(full.size(1)):
         lp, state = model.decode_step(state, prev)
         real = inputs[:, t] != PAD_ID
-        assert torch.allclose(lp[real], full[perm][:, t][real], atol=1e-5)
+        assert torch.allclose(lp[real], full[:, t][real], atol=atol)
         prev = inputs[:, t].masked_fill(inputs[:, t] == PAD_ID, EOS_ID)
 
 
-def test_beam_one_equals_greedy_with_extended_ids():
-    model = make(seed=3)
-    batch = oov_batch()
+def assert_beam_one_is_greedy(model, batch):
     cfg = DecodeConfig(max_len=6, min_len=2)
     assert beam_search(model, batch, DecodeConfig(beam_size=1, max_len=6, min_len=2, length_penalty=0.0)) == \
         greedy(model, batch, cfg)
+
+
+def test_beam_one_equals_greedy_with_extended_ids():
+    assert_beam_one_is_greedy(make(seed=3), oov_batch())
 
 
 def test_coverage_penalty_formula_and_effect():

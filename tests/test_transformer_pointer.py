@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 from conftest import make_encoded
-from test_pointer import copy_task, oov_batch
+from test_pointer import assert_beam_one_is_greedy, assert_steps_equal_teacher_forcing, copy_task, oov_batch
 
 from seq2seq_zoo.config import DecodeConfig, TrainConfig
 from seq2seq_zoo.data.batching import collate, encode_examples
 from seq2seq_zoo.data.text import TextConfig, detokenize
-from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from seq2seq_zoo.decode import beam_search, generate, greedy
+from seq2seq_zoo.data.vocab import BOS_ID, PAD_ID, UNK_ID, Vocab
+from seq2seq_zoo.decode import beam_search, generate
 from seq2seq_zoo.models.base import build_model, count_parameters
 from seq2seq_zoo.models.layers import padding_mask
 from seq2seq_zoo.train.loop import fit
@@ -95,20 +95,13 @@ def test_step_decoding_equals_teacher_forcing(order):
         full = model(batch).log_probs[index]
         state = model.reorder(model.encode(batch), index)
         assert state["group"] == {"in order": 1, "groups of 2": 2, "no order": 0}[order]
-        inputs, prev = batch.tgt_out[index], torch.full((len(index),), BOS_ID)
-        for t in range(full.size(1)):
-            lp, state = model.decode_step(state, prev)
-            real = inputs[:, t] != PAD_ID
-            assert torch.allclose(lp[real], full[:, t][real], atol=1e-5)
-            prev = inputs[:, t].masked_fill(inputs[:, t] == PAD_ID, EOS_ID)
+        assert_steps_equal_teacher_forcing(model, state, batch.tgt_out[index], full)
 
 
 def test_beam_one_equals_greedy_and_bf16_decoding_runs():
     model = make(seed=3)
     batch = oov_batch()
-    cfg = DecodeConfig(max_len=6, min_len=2)
-    assert beam_search(model, batch, DecodeConfig(beam_size=1, max_len=6, min_len=2, length_penalty=0.0)) == \
-        greedy(model, batch, cfg)
+    assert_beam_one_is_greedy(model, batch)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         lp, _ = model.decode_step(model.encode(batch), torch.full((3,), BOS_ID))
         ids = beam_search(model, batch, DecodeConfig(beam_size=3, max_len=6, min_len=2))

@@ -97,7 +97,7 @@ class TransformerPointer(Transformer):
         return state
 
     def decode_step(self, state, prev):
-        x = self.decoder.embed(self.feed(prev))                    # before decode_hidden advances t
+        x = self.decoder.embed(self.feed(prev))                    # (N, d): x_t of p_gen
         h = self.decode_hidden(state, prev)                         # (N, d)
         N, B = h.size(0), state["src_ext"].size(0)
         group = state.get("group", 1)
@@ -110,7 +110,6 @@ class TransformerPointer(Transformer):
             K = N // B
         h, x = h.view(B, K, -1), x.view(B, K, -1)
         a, context = self._copy(h, src["copy_keys"], src["memory"], _up(src["src_bias"]).view(B, 1, -1))
-        log_probs, p_gen = self._mix(h, context, x, a, src["src_ext"], state["n_oov"], src["src_same"],
-                                     src["src_first"])
-        state["p_gen"] = p_gen.reshape(N)
+        log_probs, _ = self._mix(h, context, x, a, src["src_ext"], state["n_oov"], src["src_same"],
+                                 src["src_first"])
         return log_probs.reshape(N, -1), state

@@ -3,7 +3,8 @@
     [experiment]  name, dataset, metrics, seeds, description, data_dir
     [defaults]    model = "...", model options, and [defaults.data|train|decode|eval] sections
     [profiles.X]  overrides of the defaults chosen with ``--profile X`` (e.g. a small CPU profile)
-    [[runs]]      name = "...", overrides of the defaults for this run
+    [[runs]]      name = "...", overrides of the defaults for this run; like = "OTHER" starts from the
+                  run named OTHER in this file (its keys and [runs.profiles.X] tables) and overrides it
     [grid]        optional: key = [values...] -> one run per combination, crossed with [[runs]]
 
 Any unknown key, unknown name or wrong type stops before training with one message naming the file,
@@ -111,7 +112,8 @@ class EvalConfig:
 
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
-RUN_KEYS = {"name", "model", "seed", "description", "same_as"}
+RUN_KEYS = {"name", "model", "seed", "description", "same_as", "like"}
+NOT_INHERITED = ("name", "description", "same_as", "like")   # what `like` does not take over
 SAME_AS_PATTERN = r"[\w.-]+/[\w.-]+"   # a run's same_as: "EXPERIMENT/RUN" (reuse.py)
 
 
@@ -228,11 +230,41 @@ class _Where:
 
     def __init__(self, path: Path, text: str):
         self.path, self.text = path, text
+        self.runs: list[dict] = []   # the [[runs]] entries as written, once their names are checked
 
     def fail(self, key: str, msg: str) -> ConfigError:
-        line = _line_of(self.text, key) if key else None
+        at, note = self._taken_over(key) if key else (key, "")
+        line = _line_of(self.text, at) if key else None
         where = f"{self.path}:{line}" if line else str(self.path)
-        return ConfigError(_one_line(f"{where}: {key + ': ' if key else ''}{msg}"))
+        return ConfigError(_one_line(f"{where}: {key + ': ' if key else ''}{msg}{note}"))
+
+    def _taken_over(self, key: str) -> tuple[str, str]:
+        """A run's setting that came from another run through ``like``: the key where it is written (for
+        the line) and a note saying so; else ``key`` unchanged and no note."""
+        m = re.match(r"runs\[(\d+)\]\.(.+)", key)
+        if not m or not self.runs:
+            return key, ""
+        first = i = int(m.group(1))
+        parts = m.group(2).split(".")
+        names = [r.get("name") for r in self.runs]
+
+        def own(run: dict) -> bool:
+            tables = [run, *[t for t in run.get("profiles", {}).values() if isinstance(t, dict)]]
+            for t in tables:
+                for p in parts[:-1]:
+                    t = t.get(p) if isinstance(t, dict) else None
+                if isinstance(t, dict) and parts[-1] in t:
+                    return True
+            return False
+
+        for _ in range(len(self.runs)):   # a chain a -> b -> c; loops are reported elsewhere
+            if i >= len(self.runs) or own(self.runs[i]) or self.runs[i].get("like") not in names:
+                break
+            i = names.index(self.runs[i]["like"])
+        if i == first or i >= len(self.runs) or not own(self.runs[i]):
+            return key, ""
+        return (f"runs[{i}].{m.group(2)}", f" (taken over from run '{names[i]}' through like = "
+                f"\"{self.runs[first]['like']}\"; set it in this run to override)")
 
 
 def _one_line(text: str) -> str:
@@ -530,6 +562,9 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             raise ctx.fail(f"runs[{i}]", "every [[runs]] entry needs a name")
         if not isinstance(run["name"], str) or not re.fullmatch(r"[\w.-]+", run["name"]):
             raise ctx.fail(f"runs[{i}].name", f"{run['name']!r} must be a plain name (letters, digits, _ . -)")
+    ctx.runs = runs
+    for i, run in enumerate(runs):
+        run = _with_like(ctx, i, runs)
         run = _with_run_profile(ctx, i, run, profiles, profile)
         if not _trainable(ctx, i, run.get("model", defaults.get("model"))):
             # a baseline with nothing to train (lead, longest, oracle): the file's data and evaluation
@@ -634,6 +669,32 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
     ctx = _Where(Path(where), "")
     _build(DecodeConfig, over, "decode", ctx)
     return over
+
+
+def _with_like(ctx: _Where, i: int, runs: list[dict], chain: tuple[int, ...] = ()) -> dict:
+    """``like = "OTHER"`` in the i-th [[runs]] entry: start from the [[runs]] entry named OTHER (resolved
+    the same way, so a chain works), all its keys and ``[runs.profiles.X]`` tables but those in
+    ``NOT_INHERITED``, then apply this entry's own keys on top (tables merge key by key). A run that
+    differs from another in a setting or two then says only that, and a change to OTHER reaches both."""
+    run = runs[i]
+    if "like" not in run:
+        return dict(run)
+    other = run["like"]
+    names = [r["name"] for r in runs]
+    if not isinstance(other, str):
+        raise ctx.fail(f"runs[{i}].like", f"expected the name of another [[runs]] entry (a string), got {other!r}")
+    if other not in names:
+        raise ctx.fail(f"runs[{i}].like", f"no [[runs]] entry named '{other}' in this file.{did_you_mean(other, names)} "
+                       f"Runs: {', '.join(names)}")
+    j = names.index(other)
+    if j == i or j in chain:
+        loop = " -> ".join(runs[k]["name"] for k in (*chain, i, j))
+        raise ctx.fail(f"runs[{i}].like", f"runs that start from each other ({loop}); one of them must give its "
+                       "settings itself")
+    base = _with_like(ctx, j, runs, (*chain, i))
+    base = {k: v for k, v in base.items() if k not in NOT_INHERITED}
+    own = {k: v for k, v in run.items() if k != "like"}
+    return _merge(base, own)
 
 
 def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, profile: str | None) -> dict:

@@ -98,6 +98,11 @@ BAD = [
     ('train.batch_size = -1\n[[runs]]\nname = "a"\n', ["batch_size", ">= 0"]),
     ('train.max_tokens = 0\n[[runs]]\nname = "a"\n', ["max_tokens", ">= 1"]),
     ('decode.batch_size = 0\n[[runs]]\nname = "a"\n', ["decode.batch_size", ">= 1"]),
+    # like = "OTHER": a run that starts from another run of the file
+    ('[[runs]]\nname = "alpha"\n[[runs]]\nname = "b"\nlike = "alpah"\n', ["runs[1].like", "'alpah'", "'alpha'"]),
+    ('[[runs]]\nname = "a"\nlike = "b"\n[[runs]]\nname = "b"\nlike = "a"\n', ["like", "a -> b -> a"]),
+    ('[[runs]]\nname = "a"\nlike = "a"\n', ["like", "a -> a"]),
+    ('[[runs]]\nname = "a"\n[[runs]]\nname = "b"\nlike = 1\n', ["like", "string"]),
 ]
 
 
@@ -110,6 +115,102 @@ def test_bad_file_raises_config_error_naming_key_and_choice(tmp_path, body, word
     assert str(p) in msg
     for w in words:
         assert w in msg, (w, msg)
+
+
+def test_like_starts_from_another_run(tmp_path):
+    """like = "OTHER": the other run's keys and [runs.profiles.X] tables, this run's own keys on top (tables
+    merged key by key), not its name, description or same_as; chains resolve; the order in the file does
+    not matter."""
+    p = write(tmp_path, """
+        [profiles.cpu]
+        d_model = 8
+
+        [[runs]]
+        name = "c"
+        like = "b"
+        train.lr = 0.5
+
+        [[runs]]
+        name = "a"
+        description = "a's own words"
+        same_as = "other/a"
+        pe = "learned"
+        heads = 2
+        train.epochs = 7
+        train.lr = 0.01
+        decode.beam_size = 3
+        [runs.profiles.cpu]
+        heads = 1
+        train.epochs = 2
+
+        [[runs]]
+        name = "b"
+        like = "a"
+        model = "transformer_pointer"
+        decode.min_len = 4
+        [runs.profiles.cpu]
+        train.precision = "fp32"
+    """)
+    for profile in (None, "cpu"):
+        runs = {r.name: r for r in load_experiment(p, profile=profile).runs}
+        a, b, c = runs["a"], runs["b"], runs["c"]
+        small = profile == "cpu"
+        assert (a.model, b.model, c.model) == ("transformer", "transformer_pointer", "transformer_pointer")
+        want = {"d_model": 8 if small else 16, "pe": "learned", "heads": 1 if small else 2}
+        assert a.model_options == b.model_options == c.model_options == want
+        assert a.train.epochs == b.train.epochs == c.train.epochs == (2 if small else 7)
+        assert (a.train.lr, b.train.lr, c.train.lr) == (0.01, 0.01, 0.5)
+        assert (a.decode.beam_size, b.decode.beam_size, c.decode.beam_size) == (3, 3, 3)
+        assert (a.decode.min_len, b.decode.min_len) != (4, 4) and b.decode.min_len == c.decode.min_len == 4
+        assert a.train.precision == "auto" and b.train.precision == c.train.precision == ("fp32" if small else "auto")
+        assert a.description == "a's own words" and b.description == c.description == ""
+        assert a.same_as == "other/a" and b.same_as is None and c.same_as is None
+
+
+def test_like_error_points_at_the_setting_taken_over(tmp_path):
+    """What a run takes over is checked against its own model; the error names the run's key, the line
+    where the setting is written (in the other run) and where it came from."""
+    p = write(tmp_path, """
+        [[runs]]
+        name = "a"
+        model = "gru"
+        hidden = 8
+        [[runs]]
+        name = "b"
+        like = "a"
+        [[runs]]
+        name = "c"
+        like = "b"
+        model = "bahdanau"
+        [[runs]]
+        name = "d"
+        like = "c"
+        model = "transformer"
+    """, head=HEAD.replace("d_model = 16", ""))
+    with pytest.raises(ConfigError) as e:
+        load_experiment(p)
+    msg = str(e.value)
+    line = p.read_text().splitlines().index("hidden = 8") + 1
+    assert f"{p}:{line}: runs[3].hidden:" in msg, msg
+    assert "'transformer' has no option 'hidden'" in msg and "taken over from run 'a' through like = \"c\"" in msg
+    assert "Traceback" not in msg and "\n" not in msg
+
+
+def test_strong_pointer_is_strong_with_the_copy_switch():
+    """The committed file's strong_pointer (like = "strong") resolves, under every profile, to strong's
+    settings but the model and the cpu profile's precision."""
+    import tomllib
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "experiments" / "dialogsum_transformer.toml"
+    for profile in (None, *tomllib.loads(path.read_text())["profiles"]):
+        runs = {r.name: r.to_dict() for r in load_experiment(path, profile=profile).runs if r.seed == 1}
+        strong, sp = runs["strong-seed1"], runs["strong_pointer-seed1"]
+        assert (strong["model"], sp["model"]) == ("transformer", "transformer_pointer")
+        assert sp["train"].pop("precision") == ("fp32" if profile == "cpu" else "auto")
+        strong["train"].pop("precision")
+        diff = {k for k in strong if strong[k] != sp[k]}
+        assert diff == {"name", "model"}, (profile, diff)
 
 
 def test_token_batches_load(tmp_path):

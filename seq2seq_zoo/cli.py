@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "./data, ../shared/data)")
     p.add_argument("--resume", action="store_true", help="continue interrupted runs from their last checkpoint")
     p.add_argument("--force", action="store_true", help="retrain runs that already have results")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the file and print each run's settings (profile, like and grid applied; only "
+                        "those that differ from the built-in defaults) and what zoo run would do with it "
+                        "(train, resume, skip, take over); trains and writes nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--device", help="override train.device (cpu, cuda, cuda:1)")
     p.add_argument("--nproc", type=_positive_int, default=1, metavar="N",
@@ -254,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench}[args.cmd](args) or 0
+    except BrokenPipeError:  # stdout closed early (zoo run EXP --dry-run | head): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that flushing at exit does not raise again
+        return 141  # 128 + SIGPIPE, what the shell reports for a command killed by it
     except KeyboardInterrupt as e:
         from seq2seq_zoo.errors import EXIT_PREEMPTED, Preempted
         term = isinstance(e, Preempted)
@@ -304,6 +312,8 @@ def cmd_run(args) -> int:
     from seq2seq_zoo.runner import run
     from seq2seq_zoo.train import distributed
 
+    if getattr(args, "dry_run", False):
+        return _dry_run(args)
     if args.nproc > 1 and not distributed.launched():
         return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
@@ -394,6 +404,65 @@ def cmd_run(args) -> int:
             except OSError:
                 pass
         distributed.shutdown(wait=finished)
+    return 0
+
+
+def _would_do(spec, exp_dir: Path, args) -> str:
+    """What ``zoo run`` with these flags would do with one run (the same decisions as ``cmd_run``)."""
+    from seq2seq_zoo import reuse
+    out = exp_dir / spec.name
+    rec = out / "record.json"
+    try:
+        pid = int((out / ".lock").read_text().strip() or 0)
+    except (OSError, ValueError):
+        pid = 0
+    if pid and _alive(pid):
+        return f"being trained now by another `zoo run` (pid {pid}): zoo run refuses it until that ends"
+    if rec.exists() and not args.force:
+        changed = _changed_settings(spec, rec)
+        return ("done, skipped" if not changed else "done with other settings than the file gives now "
+                f"(file vs record: {'; '.join(changed[:3])}{'; ...' if len(changed) > 3 else ''}), kept; --force retrains it")
+    src = reuse.source_dir(Path(args.results), spec.same_as, spec.seed) if spec.same_as else None
+    if src is not None:
+        return f"taken over from {src} (same_as; not trained again)"
+    if (out / "checkpoints" / "last.pt").exists():
+        if args.resume:
+            return "resumed from its checkpoint"
+        return "trained again from the start (--force)" if args.force else \
+            "stops: it has an unfinished checkpoint; add --resume (continue) or --force (start again)"
+    return "trained again (--force)" if rec.exists() else "trained"
+
+
+def _dry_run(args) -> int:
+    """zoo run EXP --dry-run: the runs as the file, profile, ``like`` and grid make them, the settings in
+    which they differ from the built-in defaults (runs that differ only in seed share one block), and what a
+    real ``zoo run`` with the same flags would do with each. Reads results, writes nothing."""
+    from seq2seq_zoo.config import load_experiment, settings, toml_value
+    _kind(args.experiment, "file", "the experiment (a TOML file)")
+    _kind(args.results, "dir", "--results")
+    profile = _profile(args)
+    exp = load_experiment(args.experiment, profile=profile, only=args.only)
+    if args.device:
+        for s in exp.runs:
+            s.train.device = args.device
+    exp_dir = Path(args.results) / exp.name
+    print(f"experiment {exp.name} ({args.experiment}), profile {profile or 'none (full size)'}: {len(exp.runs)} "
+          f"run(s), results in {exp_dir}/. Dry run: nothing is trained or written. Each run's settings that "
+          "differ from the built-in defaults (model constructor, seq2seq_zoo/config.py):")
+    groups: dict[str, list] = {}
+    for spec in exp.runs:
+        key = json.dumps(settings(spec), sort_keys=True, default=str)
+        groups.setdefault(key, []).append(spec)
+    for key, specs in groups.items():
+        print(f"\n{', '.join(s.name for s in specs)}")
+        for s in specs:
+            print(f"  seed {s.seed}: {_would_do(s, exp_dir, args)}")
+        for k, v in settings(specs[0]).items():
+            print(f"  {k} = {toml_value(v)}")
+    if exp.decodes:
+        print(f"\ndecoding sweep of every trained run's best checkpoint: {', '.join(d.name for d in exp.decodes)}")
+    if exp.findings:
+        print(f"findings judged: {'; '.join(f.claim for f in exp.findings)}")
     return 0
 
 

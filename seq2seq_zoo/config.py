@@ -147,6 +147,39 @@ class RunSpec:
                    **{k: _build(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
 
 
+def settings(spec: RunSpec) -> dict[str, Any]:
+    """The settings of a run that differ from the built-in defaults (model options from the model's
+    constructor, data/train/decode/eval from their dataclasses), as flat ``key: value`` pairs in the file's
+    own spelling (``d_model``, ``train.lr``); what ``zoo run --dry-run`` prints."""
+    defaults = model_options(spec.model) if spec.model in MODELS else {}
+    out: dict[str, Any] = {"model": spec.model}
+    out.update({k: v for k, v in spec.model_options.items() if k not in defaults or defaults[k] != v})
+    for sec in SECTIONS:
+        for f in dataclasses.fields(getattr(spec, sec)):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            value = getattr(getattr(spec, sec), f.name)
+            if value != default:
+                out[f"{sec}.{f.name}"] = value
+    if spec.same_as:
+        out["same_as"] = spec.same_as
+    return out
+
+
+def toml_value(v: Any) -> str:
+    """A value as a TOML file writes it (None, which TOML lacks, as ``none``)."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    return repr(v)
+
+
 def read_spec(path: str | Path) -> RunSpec:
     """A run's spec.json (or a record's ``spec``) as the suite wrote it; a truncated, empty or hand-edited
     one raises ``utils.DamagedFile`` naming the file."""

@@ -430,7 +430,9 @@ def _would_do(spec, exp_dir: Path, args) -> str:
             return "resumed from its checkpoint"
         return "trained again from the start (--force)" if args.force else \
             "stops: it has an unfinished checkpoint; add --resume (continue) or --force (start again)"
-    return "trained again (--force)" if rec.exists() else "trained"
+    from seq2seq_zoo.config import is_trainable
+    verb = "trained" if is_trainable(spec.model) else "evaluated (a baseline: nothing to train)"
+    return f"{verb} again (--force)" if rec.exists() else verb
 
 
 def _dry_run(args) -> int:

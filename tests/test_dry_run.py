@@ -93,7 +93,7 @@ def test_dry_run_prints_settings_and_plans_and_writes_nothing(tmp_path, capsys):
     assert 'model = "transformer_pointer"' in b and 'train.precision = "fp32"' in b and 'pe = "learned"' in b
     assert "seed 1: stops: it has an unfinished checkpoint" in b
     assert f"seed 2: being trained now by another `zoo run` (pid {os.getpid()})" in b
-    assert "seed 1: trained" in lead and 'model = "lead"' in lead and "d_model" not in lead
+    assert "seed 1: evaluated (a baseline: nothing to train)" in lead and 'model = "lead"' in lead and "d_model" not in lead
     assert "findings judged: b > a" in out and "nothing is trained or written" in out
     assert sorted(p.relative_to(res) for p in res.rglob("*")) == before   # nothing written, not even the findings
 

@@ -317,15 +317,7 @@ def cmd_run(args) -> int:
     if args.nproc > 1 and not distributed.launched():
         return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
-    _kind(args.experiment, "file", "the experiment (a TOML file)")
-    _kind(args.results, "dir", "--results")
-    if args.data_dir:
-        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
-    profile = _profile(args)
-    exp = load_experiment(args.experiment, profile=profile, only=args.only)
-    if args.device:
-        for s in exp.runs:
-            s.train.device = args.device
+    profile, exp = _experiment_of(args)
     exp_dir = Path(args.results) / exp.name
     new_exp_dir = not exp_dir.exists()  # then a failure before any run wrote something leaves nothing behind
     if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
@@ -407,6 +399,22 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _experiment_of(args):
+    """zoo run's experiment: the paths checked, the file read with its profile, ``--only`` and ``--device``
+    applied. Returns (profile, experiment)."""
+    from seq2seq_zoo.config import load_experiment
+    _kind(args.experiment, "file", "the experiment (a TOML file)")
+    _kind(args.results, "dir", "--results")
+    if args.data_dir:
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+    profile = _profile(args)
+    exp = load_experiment(args.experiment, profile=profile, only=args.only)
+    if args.device:
+        for s in exp.runs:
+            s.train.device = args.device
+    return profile, exp
+
+
 def _would_do(spec, exp_dir: Path, args) -> str:
     """What ``zoo run`` with these flags would do with one run (the same decisions as ``cmd_run``)."""
     from seq2seq_zoo import reuse
@@ -439,14 +447,8 @@ def _dry_run(args) -> int:
     """zoo run EXP --dry-run: the runs as the file, profile, ``like`` and grid make them, the settings in
     which they differ from the built-in defaults (runs that differ only in seed share one block), and what a
     real ``zoo run`` with the same flags would do with each. Reads results, writes nothing."""
-    from seq2seq_zoo.config import load_experiment, settings, toml_value
-    _kind(args.experiment, "file", "the experiment (a TOML file)")
-    _kind(args.results, "dir", "--results")
-    profile = _profile(args)
-    exp = load_experiment(args.experiment, profile=profile, only=args.only)
-    if args.device:
-        for s in exp.runs:
-            s.train.device = args.device
+    from seq2seq_zoo.config import settings, toml_value
+    profile, exp = _experiment_of(args)
     exp_dir = Path(args.results) / exp.name
     print(f"experiment {exp.name} ({args.experiment}), profile {profile or 'none (full size)'}: {len(exp.runs)} "
           f"run(s), results in {exp_dir}/. Dry run: nothing is trained or written. Each run's settings that "

@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from seq2seq_zoo.errors import UserError
 
@@ -336,8 +337,9 @@ def cmd_run(args) -> int:
         for i, spec in enumerate(exp.runs):
             out = exp_dir / spec.name
             rec = out / "record.json"
-            if rec.exists() and not args.force:
-                changed = _changed_settings(spec, rec)
+            action, found = _plan(spec, out, args)
+            if action == "done":
+                changed = found
                 if changed:
                     print(f"[{spec.name}] already done ({rec}), but with other settings than this file gives now "
                           f"(file vs record: {'; '.join(changed[:4])}{'; ...' if len(changed) > 4 else ''}): "
@@ -347,8 +349,8 @@ def cmd_run(args) -> int:
                 continue
             all_order = order.index(spec.name)
             cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
-            src = reuse.source_dir(Path(args.results), spec.same_as, spec.seed) if spec.same_as else None
-            if src is not None:  # the same run, finished by another experiment: take it over, do not retrain
+            if action == "take_over":  # the same run, finished by another experiment: take it over, do not retrain
+                src = found
                 if ddp is None or ddp.is_main:
                     record = reuse.take_over(spec, src, out, order=all_order, command=cmd)
                     print(f"[{spec.name}] same_as {spec.same_as}: took over {src} (identical settings; not "
@@ -357,7 +359,7 @@ def cmd_run(args) -> int:
             if spec.same_as:
                 print(f"[{spec.name}] same_as {spec.same_as}: no finished run for seed {spec.seed} under "
                       f"{args.results}; training it here")
-            if (out / "checkpoints" / "last.pt").exists() and not (args.resume or args.force):
+            if action == "refuse":
                 raise UserError(f"run '{spec.name}' has an unfinished checkpoint in {out / 'checkpoints'}; "
                                 f"continue it with --resume, or start again with --force")
             if args.force and not args.resume:
@@ -415,32 +417,42 @@ def _experiment_of(args):
     return profile, exp
 
 
-def _would_do(spec, exp_dir: Path, args) -> str:
-    """What ``zoo run`` with these flags would do with one run (the same decisions as ``cmd_run``)."""
+def _plan(spec, out: Path, args) -> tuple[str, Any]:
+    """What ``zoo run`` does with one run folder before training, and what it found: ("done", the settings
+    in which its record differs from the file) for a finished run without --force; ("take_over", the source
+    folder) for a same_as run whose source has finished; ("refuse", None) for an unfinished checkpoint
+    without --resume or --force; else ("train", None). ``cmd_run`` acts on it, ``--dry-run`` prints it."""
     from seq2seq_zoo import reuse
-    out = exp_dir / spec.name
     rec = out / "record.json"
-    try:
-        pid = int((out / ".lock").read_text().strip() or 0)
-    except (OSError, ValueError):
-        pid = 0
-    if pid and _alive(pid):
-        return f"being trained now by another `zoo run` (pid {pid}): zoo run refuses it until that ends"
     if rec.exists() and not args.force:
-        changed = _changed_settings(spec, rec)
-        return ("done, skipped" if not changed else "done with other settings than the file gives now "
-                f"(file vs record: {'; '.join(changed[:3])}{'; ...' if len(changed) > 3 else ''}), kept; --force retrains it")
+        return "done", _changed_settings(spec, rec)
     src = reuse.source_dir(Path(args.results), spec.same_as, spec.seed) if spec.same_as else None
     if src is not None:
-        return f"taken over from {src} (same_as; not trained again)"
-    if (out / "checkpoints" / "last.pt").exists():
-        if args.resume:
-            return "resumed from its checkpoint"
-        return "trained again from the start (--force)" if args.force else \
-            "stops: it has an unfinished checkpoint; add --resume (continue) or --force (start again)"
+        return "take_over", src
+    if (out / "checkpoints" / "last.pt").exists() and not (args.resume or args.force):
+        return "refuse", None
+    return "train", None
+
+
+def _would_do(spec, exp_dir: Path, args) -> str:
+    """``_plan`` in words, for --dry-run; first, whether another ``zoo run`` holds the run's folder now."""
     from seq2seq_zoo.config import is_trainable
+    out = exp_dir / spec.name
+    pid = _lock_holder(out / ".lock")
+    if pid:
+        return f"being trained now by another `zoo run` (pid {pid}): zoo run refuses it until that ends"
+    action, found = _plan(spec, out, args)
+    if action == "done":
+        return ("done, skipped" if not found else "done with other settings than the file gives now "
+                f"(file vs record: {'; '.join(found[:3])}{'; ...' if len(found) > 3 else ''}), kept; --force retrains it")
+    if action == "take_over":
+        return f"taken over from {found} (same_as; not trained again)"
+    if action == "refuse":
+        return "stops: it has an unfinished checkpoint; add --resume (continue) or --force (start again)"
+    if (out / "checkpoints" / "last.pt").exists():
+        return "resumed from its checkpoint" if args.resume else "trained again from the start (--force)"
     verb = "trained" if is_trainable(spec.model) else "evaluated (a baseline: nothing to train)"
-    return f"{verb} again (--force)" if rec.exists() else verb
+    return f"{verb} again (--force)" if (out / "record.json").exists() else verb
 
 
 def _dry_run(args) -> int:
@@ -453,15 +465,15 @@ def _dry_run(args) -> int:
     print(f"experiment {exp.name} ({args.experiment}), profile {profile or 'none (full size)'}: {len(exp.runs)} "
           f"run(s), results in {exp_dir}/. Dry run: nothing is trained or written. Each run's settings that "
           "differ from the built-in defaults (model constructor, seq2seq_zoo/config.py):")
-    groups: dict[str, list] = {}
+    groups: dict[str, tuple[dict, list]] = {}   # runs with the same settings (seeds of one run): one block
     for spec in exp.runs:
-        key = json.dumps(settings(spec), sort_keys=True, default=str)
-        groups.setdefault(key, []).append(spec)
-    for key, specs in groups.items():
+        own = settings(spec)
+        groups.setdefault(json.dumps(own, sort_keys=True, default=str), (own, []))[1].append(spec)
+    for own, specs in groups.values():
         print(f"\n{', '.join(s.name for s in specs)}")
         for s in specs:
             print(f"  seed {s.seed}: {_would_do(s, exp_dir, args)}")
-        for k, v in settings(specs[0]).items():
+        for k, v in own.items():
             print(f"  {k} = {toml_value(v)}")
     if exp.decodes:
         print(f"\ndecoding sweep of every trained run's best checkpoint: {', '.join(d.name for d in exp.decodes)}")
@@ -532,11 +544,8 @@ def _acquire_lock(run_dir: Path) -> Path:
                 raise WriteFailed(lock, e) from e
             return lock
         except FileExistsError:
-            try:
-                pid = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and pid != os.getpid() and _alive(pid):
+            pid = _lock_holder(lock)
+            if pid:
                 raise UserError(f"run folder {run_dir} is in use by another `zoo run` (pid {pid}); wait for it "
                                 "to finish or stop it first") from None
             lock.unlink(missing_ok=True)  # stale: its process is gone
@@ -546,6 +555,16 @@ def _acquire_lock(run_dir: Path) -> Path:
                 raise
             raise WriteFailed(lock, e) from e
     raise UserError(f"could not lock {lock}")
+
+
+def _lock_holder(lock: Path) -> int:
+    """The pid written in a run folder's lock file when that process still runs and is not this one
+    (another `zoo run` holds the folder); else 0 (no lock, an unreadable one, or a stale one)."""
+    try:
+        pid = int(lock.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+    return pid if pid and pid != os.getpid() and _alive(pid) else 0
 
 
 def _alive(pid: int) -> bool:

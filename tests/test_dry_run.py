@@ -81,7 +81,7 @@ def test_dry_run_prints_settings_and_plans_and_writes_nothing(tmp_path, capsys):
     (res / "dry" / "b-seed1" / "checkpoints").mkdir(parents=True)
     (res / "dry" / "b-seed1" / "checkpoints" / "last.pt").write_bytes(b"x")
     (res / "dry" / "b-seed2").mkdir()
-    (res / "dry" / "b-seed2" / ".lock").write_text(str(os.getpid()))   # a live zoo run holds it
+    (res / "dry" / "b-seed2" / ".lock").write_text(str(os.getppid()))   # a live process other than this one holds it
     before = sorted(p.relative_to(res) for p in res.rglob("*"))
 
     assert main(["run", str(exp), "--profile", "cpu", "--results", str(res), "--dry-run"]) == 0
@@ -92,7 +92,7 @@ def test_dry_run_prints_settings_and_plans_and_writes_nothing(tmp_path, capsys):
     assert "seed 2: done with other settings" in a and "train.lr" in a.split("seed 2:")[1].splitlines()[0]
     assert 'model = "transformer_pointer"' in b and 'train.precision = "fp32"' in b and 'pe = "learned"' in b
     assert "seed 1: stops: it has an unfinished checkpoint" in b
-    assert f"seed 2: being trained now by another `zoo run` (pid {os.getpid()})" in b
+    assert f"seed 2: being trained now by another `zoo run` (pid {os.getppid()})" in b
     assert "seed 1: evaluated (a baseline: nothing to train)" in lead and 'model = "lead"' in lead and "d_model" not in lead
     assert "findings judged: b > a" in out and "nothing is trained or written" in out
     assert sorted(p.relative_to(res) for p in res.rglob("*")) == before   # nothing written, not even the findings

@@ -302,6 +302,38 @@ def test_fast_dropout_rate_scale_and_determinism():
     assert set(torch.unique(g).tolist()) <= {0.0, 2.0}
 
 
+def test_attention_dropout_takes_the_cheap_mask_on_cpu():
+    """Attention-weight dropout on CPU (math path, and the weights path the copy models read) zeroes the
+    weights where ``dropout_keep_mask`` drawn from the same RNG state says, and scales the rest by
+    1 / (1 - rate); the math path's gradient flows only through the kept weights."""
+    from seq2seq_zoo.models.layers import MultiHeadAttention
+    torch.manual_seed(0)
+    q = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    k, v = (torch.randn(2, 3, 6, 5, dtype=torch.float64) for _ in range(2))
+    mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+    mask[1, ..., 4:] = False
+    w = (q @ k.transpose(-2, -1) / math.sqrt(5)).masked_fill(~mask, float("-inf")).softmax(-1)
+    torch.manual_seed(5)
+    keep, rate = dropout_keep_mask(w.shape, 0.25, CPU)
+    expected = (w * keep / (1 - rate)) @ v
+    torch.manual_seed(5)
+    vg = v.clone().requires_grad_()
+    out = math_attention(q, k, vg, mask, dropout_p=0.25)
+    torch.testing.assert_close(out, expected)
+    assert 0 < (~keep).sum() < keep.numel()
+    (gv,) = torch.autograd.grad(out.sum(), vg)
+    torch.testing.assert_close(gv, (w * keep / (1 - rate)).sum(2).unsqueeze(-1).expand_as(v))
+    mha = MultiHeadAttention(8, 2, dropout=0.5).double().train()
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    torch.manual_seed(9)
+    _, weights = mha(x, need_weights=True)
+    torch.manual_seed(9)
+    keep, rate = dropout_keep_mask(weights.shape, 0.5, CPU)
+    assert torch.equal(weights == 0, ~keep)
+    _, plain = mha.eval()(x, need_weights=True)
+    torch.testing.assert_close(weights, plain * keep / (1 - rate))
+
+
 def test_beam_search_with_one_row_per_source_equals_expanded_state():
     """Keeping the encoder output once per source (grouped cross-attention) decodes exactly as the
     generic state that copies it for every hypothesis."""

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seq2seq_zoo.models.kernels import math_attention, prefer_math_attention
+from seq2seq_zoo.models.kernels import Dropout, math_attention, prefer_math_attention
 
 
 def attention(q, k, v, mask=None, dropout: nn.Module | None = None):
@@ -82,7 +82,7 @@ class MultiHeadAttention(nn.Module):
             self.q_proj = nn.Linear(d_model, inner)
             self.kv_proj = nn.Linear(d_model, 2 * inner)
         self.out_proj = nn.Linear(inner, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def _split(self, x):  # (B, T, h*dk) -> (B, h, T, dk)
         B, T, _ = x.shape

@@ -296,3 +296,59 @@ def test_held_encoder_fuzzed_against_the_packed_run(lengths, kind, bidirectional
     assert len(finals) == len(ref_finals)
     for a, b in zip(finals, ref_finals):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.skipif(not __import__("seq2seq_zoo.precision", fromlist=["x"]).cpu_bf16_kernels(),
+                    reason="oneDNN has no bf16 kernels on this CPU: the encoder stays in fp32 there")
+@pytest.mark.parametrize("cls,bidirectional", [(torch.nn.LSTM, True), (torch.nn.LSTM, False), (torch.nn.GRU, False)])
+def test_encoder_runs_in_bf16_under_cpu_autocast(cls, bidirectional):
+    """Under CPU bf16 autocast with oneDNN bf16 kernels a one-layer encoder runs held in bf16 (as the
+    reference's autocast run does): bf16 outputs, exactly zero at padding, fp32 final states, all within
+    bf16 rounding of the fp32 packed run, with gradients to match and none at padded positions."""
+    torch.manual_seed(0)
+    rnn = cls(8, 16, batch_first=True, bidirectional=bidirectional)
+    mask = torch.arange(12) < torch.tensor([12, 9, 1, 5]).unsqueeze(1)
+    x = torch.randn(4, 12, 8, requires_grad=True)
+    params = [x] + list(rnn.parameters())
+
+    def loss_of(out, finals):
+        g = torch.Generator().manual_seed(1)
+        return (out.float() * torch.randn(out.shape, generator=g)).sum() + sum(
+            (f * torch.randn(f.shape, generator=g)).sum() for f in finals)
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, final = run_encoder(rnn, x, mask)
+    finals = final if isinstance(final, tuple) else (final,)
+    assert out.dtype == torch.bfloat16 and all(f.dtype == torch.float32 for f in finals)
+    assert bool((out[~mask] == 0).all())
+    grads = torch.autograd.grad(loss_of(out, finals), params)
+    ref_out, ref_finals = packed_reference(rnn, x, mask)
+    ref_grads = torch.autograd.grad(loss_of(ref_out, ref_finals), params)
+    torch.testing.assert_close(out.float(), ref_out, atol=3e-2, rtol=3e-2)
+    for a, b in zip(finals, ref_finals):
+        torch.testing.assert_close(a, b, atol=3e-2, rtol=3e-2)
+    for a, b in zip(grads, ref_grads):
+        assert float((a.float() - b).norm()) <= 0.03 * float(b.norm())
+    assert bool((grads[0][~mask] == 0).all())   # held gates pass no gradient into padding
+
+
+@pytest.mark.parametrize("name,opts", [("gru", {}), ("bahdanau", {}), ("bilstm", {"coverage": True}),
+                                       ("pointer_generator", {"coverage": True})])
+def test_fast_models_train_under_cpu_bf16_autocast(name, opts):
+    """A CPU bf16 training step of the fast implementation (the encoder in bf16 where oneDNN has bf16
+    kernels, the decoder cell and energies in fp32) gives the fp32 step's loss and gradients to bf16
+    rounding, and a bf16 greedy decode runs."""
+    _, fast = pair(name, opts, dtype=torch.float32)
+    batch = batch_with_padding()
+    _, loss32, grads32 = loss_and_grads(fast, batch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, loss16, grads16 = loss_and_grads(fast, batch)
+    assert torch.isfinite(loss16) and float(loss16) == pytest.approx(float(loss32), rel=0.03)
+    assert grads16.keys() == grads32.keys()
+    flat32 = torch.cat([g.flatten() for g in grads32.values()])
+    flat16 = torch.cat([grads16[k].flatten().float() for k in grads32])
+    assert float((flat16 - flat32).norm()) <= 0.05 * float(flat32.norm())
+    fast.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        hyps = greedy(fast, batch, DecodeConfig(method="greedy", max_len=5, min_len=1))
+    assert len(hyps) == batch.size

@@ -20,7 +20,10 @@ reference spends its training step on and what replaces it here:
   ``sum_t a_t^T dc_t`` once, as one batched matmul, when the backward reaches the encoder output;
 - the recurrent cell's input projection of ``E y_{t-1}`` does not depend on attention: it is one
   matmul over all steps before the loop, and the cell runs in fp32 with its gate arithmetic written
-  out (CPU autocast would run the LSTM through oneDNN's bf16 RNN primitive, which this CPU lacks).
+  out (CPU autocast would run the LSTM through oneDNN's bf16 RNN primitive, which CPUs without bf16
+  kernels lack);
+- under CPU bf16 autocast, where oneDNN has bf16 kernels, the one-layer encoder runs in bf16 as the
+  reference's autocast run does (``encoder_low_precision``); it ran in fp32 until session #20.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ import contextlib
 import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from seq2seq_zoo.precision import cpu_bf16_kernels
 
 
 def fp32_on_cpu(device: torch.device):
@@ -54,11 +59,17 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
     one-layer unidirectional GRU also runs padded: its outputs at real tokens do not see the padding
     after them and its final state is its output at the last real token. Otherwise (a bidirectional or
     deeper encoder, or an LSTM, whose final cell state no output shows) a one-layer encoder on CPU runs
-    unpacked with its gates held at padding (``_run_held``), anything else packed (``run_packed``)."""
+    unpacked with its gates held at padding (``_run_held``), anything else packed (``run_packed``).
+
+    Under CPU bf16 autocast where oneDNN has bf16 kernels (``encoder_low_precision``), a one-layer encoder
+    runs held in bf16, as autocast runs the reference's (its outputs bf16, its final states fp32)."""
     lengths = mask.sum(1).clamp(min=1)
     B, S = mask.shape
+    low = encoder_low_precision(x)
     with fp32_on_cpu(x.device):
         x = _float(x)
+        if low is not None and rnn.num_layers == 1 and getattr(rnn, "proj_size", 0) == 0:
+            return _run_held(rnn, x, mask, lengths, low)
         if bool((lengths == S).all()):
             return rnn(x)
         if not rnn.bidirectional and rnn.num_layers == 1 and isinstance(rnn, torch.nn.GRU):
@@ -70,6 +81,18 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
         if x.device.type == "cpu" and rnn.num_layers == 1 and getattr(rnn, "proj_size", 0) == 0:
             return _run_held(rnn, x, mask, lengths)
         return run_packed(rnn, x, mask)
+
+
+def encoder_low_precision(x: torch.Tensor) -> torch.dtype | None:
+    """bf16 where the encoder RNN should run in it: on a CPU under bf16 autocast whose oneDNN has bf16
+    kernels (``precision.cpu_bf16_kernels``), as the reference's autocast run takes oneDNN's bf16 LSTM.
+    Measured on the AVX512-BF16 VM (2 threads, batch 32 x 256 source tokens, hidden 256, forward and
+    backward): the bidirectional LSTM 205-216 -> 124 ms, the GRU 140 -> 85 ms. None elsewhere: the
+    encoder runs in its input's precision (fp32 under CPU autocast; a GPU's autocast stays on)."""
+    if (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and cpu_bf16_kernels()):
+        return torch.bfloat16
+    return None
 
 
 def run_packed(rnn, x: torch.Tensor, mask: torch.Tensor):
@@ -99,7 +122,7 @@ def _hold_column(rnn) -> torch.Tensor:
     return torch.tensor(blocks, dtype=w.dtype, device=w.device).repeat_interleave(n).unsqueeze(1)
 
 
-def _run_held(rnn, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor):
+def _run_held(rnn, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, dtype: torch.dtype | None = None):
     """``run_encoder`` for one layer with padding, without packing: on CPU the packed run's backward
     zero-fills a (source tokens x gates) buffer at every step (a bidirectional LSTM, hidden 128, over 64
     DialogSum sources of mixed lengths up to 192 tokens: 3.6 s forward and backward packed, 0.73 s so;
@@ -110,7 +133,9 @@ def _run_held(rnn, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor):
     last real token), and the reverse direction, which meets the padding first, keeps its zero initial
     state (h = o tanh(0) = 0) until the first real token, as the packed run starts it. Saturated gates
     have zero derivative, so padding sends no gradient either. Values equal the packed run's up to float
-    rounding (tests check outputs, final states and gradients)."""
+    rounding (tests check outputs, final states and gradients). ``dtype`` (bf16): the run's input and
+    weights are cast to it (the HOLD weight rounds to 9984, which saturates as well); its outputs stay
+    in it and the final states come back in ``x``'s dtype."""
     B = x.size(0)
     lstm, dirs, n = isinstance(rnn, torch.nn.LSTM), (2 if rnn.bidirectional else 1), rnn.hidden_size
     xf = torch.cat([x, (~mask).to(x.dtype).unsqueeze(-1)], -1)   # + the padding flag
@@ -119,18 +144,20 @@ def _run_held(rnn, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor):
     per_dir = len(weights) // dirs
     for d in range(dirs):
         weights[d * per_dir] = torch.cat([weights[d * per_dir], col], 1)
+    if dtype is not None:
+        weights = [w.to(dtype) for w in weights]
     h0 = x.new_zeros(dirs, B, n, dtype=weights[0].dtype)
     args = (weights, rnn.bias, 1, 0.0, rnn.training, rnn.bidirectional, rnn.batch_first)
-    with torch.autocast("cpu", enabled=False):   # CPU only: the cell runs in fp32 (see ``fp32_on_cpu``)
+    with torch.autocast("cpu", enabled=False):   # CPU only: the cell runs in the weights' dtype
         xf = xf.to(weights[0].dtype)
         if not lstm:
             out, h = torch._VF.gru(xf, h0, *args)
-            return out.masked_fill(~mask.unsqueeze(-1), 0.0), h
+            return out.masked_fill(~mask.unsqueeze(-1), 0.0), h.to(x.dtype)
         out, h, c = torch._VF.lstm(xf, (h0, h0), *args)
     # the forward direction's h after its last real token (the reverse direction's final h is exact)
     last = (lengths - 1).view(B, 1, 1).expand(B, 1, n)
     h = torch.cat([out[..., :n].gather(1, last).transpose(0, 1), h[1:]], 0).contiguous()
-    return out.masked_fill(~mask.unsqueeze(-1), 0.0), (h, c)
+    return out.masked_fill(~mask.unsqueeze(-1), 0.0), (h.to(x.dtype), c.to(x.dtype))
 
 
 # ------------------------------------------------------------------------------------------- attention

@@ -326,7 +326,7 @@ def cmd_run(args) -> int:
         exp_dir.mkdir(parents=True, exist_ok=True)
         write_declared(exp_dir, load_experiment(args.experiment, profile=profile) if args.only else exp)
     locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
-    finished = False  # a clean finish: DDP ranks leave the process group together
+    finished = False  # a clean finish, or a stop every rank agreed on: DDP ranks leave the group together
     try:
         t0 = time.perf_counter()
         names = [s.name for s in exp.runs]
@@ -382,6 +382,12 @@ def cmd_run(args) -> int:
         paths += [index] if index else []
         print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
         finished = True
+    except KeyboardInterrupt as e:
+        # Ctrl-C / SIGTERM in training: every rank stopped at the same update (rank 0 writing last.pt),
+        # so they can wait for each other before leaving, as after a clean finish; elsewhere (e.g. a
+        # Ctrl-C while decoding reached one rank only) no rank waits for the others
+        finished = bool(getattr(e, "together", False))
+        raise
     finally:
         for lock in locks:
             lock.unlink(missing_ok=True)

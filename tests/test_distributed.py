@@ -182,6 +182,30 @@ def test_only_invocations_into_one_results_folder_merge_into_one_table(tmp_path,
     assert orders == {"zeta": 0, "alpha": 1}
 
 
+@pytest.mark.parametrize("together", [True, False])
+def test_zoo_run_waits_for_the_other_ranks_after_a_stop_they_agreed_on(tmp_path, monkeypatch, together):
+    """A Ctrl-C / SIGTERM stop the training loop raised (every DDP rank at the same update, rank 0 writing
+    last.pt) leaves the process group after a barrier, as a clean finish does; an interrupt from
+    elsewhere (e.g. one rank's Ctrl-C while decoding) leaves without waiting for ranks that may never come."""
+    import seq2seq_zoo.runner as runner
+    from seq2seq_zoo.errors import Preempted
+    from seq2seq_zoo.train import distributed
+    data = write_dialogsum(tmp_path / "data", n_train=8, n_dev=2, n_test=2)
+    toml = _exp(tmp_path, "stop", ["a"])
+    waits = []
+
+    def stopped(*a, **k):
+        e = Preempted()
+        if together:
+            e.together = True
+        raise e
+
+    monkeypatch.setattr(runner, "run", stopped)
+    monkeypatch.setattr(distributed, "shutdown", lambda wait=False: waits.append(wait))
+    assert _main(["run", toml, "--results", tmp_path / "R", "--data-dir", data, "--no-progress"]) == 143
+    assert waits == [together]
+
+
 @pytest.mark.slow
 def test_zoo_run_nproc_2_matches_one_process_and_only_rank_0_writes(tmp_path):
     data = write_dialogsum(tmp_path / "data", n_train=9, n_dev=3, n_test=2)

@@ -193,6 +193,9 @@ def _ddp_term_worker(rank: int, world: int, init_file: str, tmp: str) -> None:
         fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "term", ddp=DDPContext(rank, world), resume=True, **quiet)
         torch.save({"got": got, "calls": stopped_calls - extra_calls, "written": written, "loop_step": loop["step"],
                     "plain": plain, "resumed": model.state_dict()}, Path(tmp) / f"term{rank}.pt")
+        # leave together, as zoo run does (distributed.shutdown(wait=True)): a rank tearing gloo down while
+        # the other still works was aborted now and then ("terminate called without an active exception")
+        torch.distributed.barrier()
     finally:
         torch.distributed.destroy_process_group()
 

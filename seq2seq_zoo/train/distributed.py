@@ -300,9 +300,10 @@ def setup() -> DDPContext | None:
 
 
 def shutdown(wait: bool = False) -> None:
-    """Leave the process group. ``wait`` (a clean finish): first wait until every rank gets here, so
-    that ranks > 0 do not tear down their end while rank 0 still decodes and writes the report (gloo
-    then aborted them now and then with "terminate called without an active exception")."""
+    """Leave the process group. ``wait`` (a clean finish, or a Ctrl-C / SIGTERM stop that every rank
+    agreed on): first wait until every rank gets here, so that ranks > 0 do not tear down their end
+    while rank 0 still decodes and writes the report or last.pt (gloo then aborted them now and then
+    with "terminate called without an active exception")."""
     global _CURRENT
     if _CURRENT is not None and torch.distributed.is_initialized():
         if wait:

@@ -195,7 +195,9 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
         interrupted["flag"] = True
 
     def stop() -> KeyboardInterrupt:  # SIGTERM (a scheduler's pre-emption) exits 143, Ctrl-C 130
-        return Preempted() if interrupted.get("term") else KeyboardInterrupt()
+        e = Preempted() if interrupted.get("term") else KeyboardInterrupt()
+        e.together = True  # under DDP every rank raises it at the same update (the flag is agreed on)
+        return e
 
     old_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if _main_thread() else {}

@@ -187,19 +187,22 @@ class _AdditiveEnergy(torch.autograd.Function):
             # a GPU keeps autocast on in the forward (``fp32_on_cpu``), so the energies came out of a bf16/fp16
             # matmul: their gradient is taken in sig's precision (fp32), every operand converted explicitly
             de = de.to(sig.dtype)
-            du = torch.ops.aten.sigmoid_backward(de.unsqueeze(-1) * (2 * v), sig)   # (B, T, S, n)
+            # du = sigmoid'(u) (de 2v) = 2v G with G = de sigmoid'(u) (a broadcast sigmoid_backward): one
+            # (B, T, S, n) buffer and pass fewer than forming de 2v first, and 2v scales G's sums
+            G = torch.ops.aten.sigmoid_backward(de.unsqueeze(-1), sig)      # (B, T, S, n)
+            v2 = (2 * v).to(G.dtype)
             n = sig.size(-1)
             dkeys2 = dq2 = dv = dcov = dw_c = None
-            if ctx.needs_input_grad[0]:
-                dkeys2 = du.squeeze(1) if du.size(1) == 1 else du.sum(1)
             if ctx.needs_input_grad[1]:
-                dq2 = du.sum(2)
+                dq2 = G.sum(2).mul_(v2)
             if ctx.needs_input_grad[2]:
                 dv = 2 * sig.reshape(-1, n).t().mv(de.reshape(-1)) - de.sum()
             if cov is not None and ctx.needs_input_grad[3]:
-                dcov = torch.matmul(du, 2 * w_c.to(du.dtype))
+                dcov = torch.matmul(G, v2 * (2 * w_c.to(G.dtype)))
             if cov is not None and ctx.needs_input_grad[4]:
-                dw_c = 2 * du.reshape(-1, n).t().mv(cov.reshape(-1).to(du.dtype))
+                dw_c = v2 * (2 * G.reshape(-1, n).t().mv(cov.reshape(-1).to(G.dtype)))
+            if ctx.needs_input_grad[0]:   # last: with one step it scales G in place
+                dkeys2 = G.squeeze(1).mul_(v2) if G.size(1) == 1 else G.sum(1).mul_(v2)
             return dkeys2, dq2, dv, dcov, dw_c
 
 

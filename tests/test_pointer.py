@@ -436,3 +436,87 @@ def test_bahdanau_variant_keeps_the_previous_rule():
     assert count_parameters(model)["output"] == (3 * n + m) * n + n + n * V + V
     with pytest.raises(ValueError, match="variant"):
         make(variant="vinyals")
+
+
+# --- the fused copy loss ----------------------------------------------------------------------------
+def _copy_case(seed=0, dtype=torch.float64):
+    """Random copy-model inputs over V = 20 with 3 extended ids: sources with repeated words and OOV
+    words, targets that copy OOV words, hit words absent from the source, fall beyond the extension
+    (-> <unk>), and padding."""
+    from seq2seq_zoo.models.pointer import source_words
+    g = torch.Generator().manual_seed(seed)
+    B, T, S, d, n_oov = 3, 5, 6, 7, 3
+    src_ext = torch.tensor([[5, 6, 5, V, 7, 0], [V + 1, 4, V + 2, V + 1, 0, 0], [9, 9, 9, 3, 2, 8]])
+    target = torch.tensor([[5, V, 11, 0, 0], [V + 2, V + 1, 4, V + 4, 12], [9, 8, 1, 2, 0]])
+    generator = torch.nn.Linear(d, V).to(dtype)
+    h = torch.randn(B, T, d, generator=g, dtype=dtype, requires_grad=True)
+    z = torch.randn(B, T, generator=g, dtype=dtype, requires_grad=True)
+    logits = torch.randn(B, T, S, generator=g, dtype=dtype).masked_fill((src_ext == 0).unsqueeze(1), -1e9)
+    a = logits.softmax(-1).requires_grad_()
+    same, first = source_words(src_ext, dtype)
+    return h, generator, z, a, src_ext, n_oov, same, first, target
+
+
+@pytest.mark.parametrize("eps,width", [(0.1, V), (0.1, None), (0.0, V), (0.3, 10)])
+def test_fused_copy_losses_equal_the_mixture_and_token_losses(eps, width):
+    """``copy_losses`` (the output layer read at the target and source words only) gives what the
+    (B, T, V + n_oov) mixture gives through ``token_losses``: loss, NLL, token count and every gradient,
+    for label smoothing over the vocabulary, over the extended width, over part of it, and none."""
+    from seq2seq_zoo.models.base import token_losses
+    from seq2seq_zoo.models.pointer import copy_losses, copy_mixture
+    h, gen, z, a, src_ext, n_oov, same, first, target = _copy_case()
+    params = [h, z, a, gen.weight, gen.bias]
+    loss, nll, n = copy_losses(h, gen, z, a, src_ext, n_oov, same, first, target, eps, width)
+    grads = torch.autograd.grad(loss, params)
+    log_probs = copy_mixture(torch.log_softmax(gen(h), -1), z, a, src_ext, n_oov, same, first)
+    ref_loss, ref_nll, ref_n = token_losses(log_probs, target, eps, width)
+    ref_grads = torch.autograd.grad(ref_loss, params)
+    assert n == ref_n == int((target != PAD_ID).sum())
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll.detach())
+    for name, x, y in zip(("h", "z", "a", "W", "b"), grads, ref_grads):
+        torch.testing.assert_close(x, y, msg=name)
+
+
+def test_fused_copy_losses_under_bf16_autocast_and_all_padding():
+    from seq2seq_zoo.models.base import token_losses
+    from seq2seq_zoo.models.pointer import copy_losses, copy_mixture
+    h, gen, z, a, src_ext, n_oov, same, first, target = _copy_case(dtype=torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, nll, n = copy_losses(h, gen, z, a, src_ext, n_oov, same, first, target, 0.1, V)
+        ref = token_losses(copy_mixture(torch.log_softmax(gen(h).float(), -1), z, a, src_ext, n_oov, same, first),
+                           target, 0.1, V)
+    assert loss.dtype == torch.float32 and float(loss.detach()) == pytest.approx(float(ref[0].detach()), rel=0.01)
+    g = torch.autograd.grad(loss, [h, gen.weight])
+    rg = torch.autograd.grad(ref[0], [h, gen.weight])
+    for x, y in zip(g, rg):
+        assert float((x - y).norm()) <= 0.03 * float(y.norm())
+    loss, nll, n = copy_losses(h, gen, z, a, src_ext, n_oov, same, first, torch.zeros_like(target), 0.1, V)
+    assert n == 0 and float(loss) == 0.0 and loss.requires_grad
+
+
+@pytest.mark.parametrize("name", ["pointer_generator", "transformer_pointer"])
+def test_copy_models_fused_loss_equals_the_loss_of_their_log_probs(name):
+    """Both copy models' training output takes the fused loss; it equals token_losses of the same
+    output's log-probs (made when read), with the same gradients for every parameter."""
+    from seq2seq_zoo.models.base import token_losses
+    from seq2seq_zoo.models.pointer import CopyOutput
+    torch.manual_seed(0)
+    model = (MODELS.create(name, vocab_size=V, d_model=8, heads=2, layers=1, d_ff=16, dropout=0.0)
+             if name == "transformer_pointer" else make(name)).double().train()
+    batch = oov_batch()
+    out = model(batch)
+    assert isinstance(out, CopyOutput)
+    loss, nll, n = out.token_losses(batch.tgt_out, 0.1, V)
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    ref_loss, ref_nll, ref_n = token_losses(model(batch).log_probs, batch.tgt_out, 0.1, V)
+    ref_grads = torch.autograd.grad(ref_loss, params, allow_unused=True)
+    assert n == ref_n
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll.detach())
+    for x, y in zip(grads, ref_grads):
+        if y is None:
+            assert x is None or not bool(x.any())
+        else:
+            torch.testing.assert_close(x, y)

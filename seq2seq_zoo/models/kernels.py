@@ -8,6 +8,8 @@ says what it measured against):
 - ``dropout`` / ``Dropout`` / ``dropout_keep_mask``: a dropout mask from 16 random bits per element (also
   on the attention weights);
 - ``fused_token_losses``: output projection + log-softmax + label-smoothed NLL in row blocks;
+- ``logit_stats``: the output projection's log-sum-exp and logits at chosen columns in row blocks
+  (the copy models' loss, ``pointer.copy_losses``);
 - ``LazyOutput``: a model output whose log-probs are made only when read (the loss takes the fused path).
 
 On GPUs ``F.scaled_dot_product_attention`` runs without cuDNN's kernels (``utils.no_cudnn_attention``).
@@ -342,6 +344,97 @@ class _FusedSmoothedNLL(torch.autograd.Function):
             gW = gW.mul_(g).to(ctx.wdtype) if need_w else None
             gb = gb.mul_(g).to(ctx.wdtype) if need_b else None
         return gh, gW, gb, None, None, None, None
+
+
+class _LogitStats(torch.autograd.Function):
+    """Of the logits z = h W^T + b (N, V), without keeping an fp32 (N, V) tensor beyond the blocks: each
+    row's log-sum-exp (N,) and the logits at ``index`` (N, K), both in fp32 (fp64 for fp64 models).
+    What a loss over a mixture needs when it reads the vocabulary distribution at a few columns only
+    (``pointer.copy_losses``: the target and the source words). Forward as ``_FusedSmoothedNLL``'s: row
+    blocks of <= 16 MB of fp32 logits on CPU, bf16 logits in one (N, V) buffer under CPU autocast.
+    Backward: dL/dz = g_lse softmax(z) + scatter(index, g_index), formed per block in the logits' buffer
+    (a second backward fails autograd's version check, as there), then dh = G W, dW = G^T h, db = sum G."""
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, index, blocked: bool):
+        cd = _compute_dtype(h)
+        acc = torch.promote_types(cd, torch.float32)
+        N, V = h.size(0), weight.size(0)
+        rows = max(16, (1 << 22) // V) if blocked else N
+        low = blocked and _low_precision_cpu(cd)
+        with torch.autocast(h.device.type, enabled=False):
+            W = weight.to(cd)
+            b = None if bias is None else bias.to(cd)
+            hc = h.to(cd)
+            lse = torch.empty(N, dtype=acc, device=h.device)
+            picked = torch.empty(index.shape, dtype=acc, device=h.device)
+            Z = torch.empty(N, V, dtype=cd, device=h.device) if low else None
+            blocks = []
+            for r in range(0, N, rows):
+                if low:
+                    z = torch.mm(hc[r:r + rows], W.t(), out=Z[r:r + rows])
+                    if b is not None:
+                        z.add_(b)
+                else:
+                    z = F.linear(hc[r:r + rows], W, b)
+                    blocks.append(z)
+                ls = torch.log_softmax(z, -1, dtype=acc)     # one fused kernel; lse = z_0 - log_softmax(z)_0
+                lse[r:r + rows] = z[:, 0].to(acc) - ls[:, 0]
+                del ls
+                picked[r:r + rows] = z.gather(1, index[r:r + rows]).to(acc)
+        ctx.save_for_backward(h, W, index, *([Z] if low else blocks))
+        ctx.has_bias, ctx.rows, ctx.low, ctx.wdtype, ctx.acc = bias is not None, rows, low, weight.dtype, acc
+        return lse, picked
+
+    @staticmethod
+    def backward(ctx, g_lse, g_picked):
+        h, W, index, *blocks = ctx.saved_tensors
+        rows, acc = ctx.rows, ctx.acc
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        need_b = ctx.has_bias and ctx.needs_input_grad[2]
+        with torch.autocast(h.device.type, enabled=False):
+            hc = h.to(W.dtype)
+            if ctx.low:
+                Z = blocks[0]
+                blocks = list(Z.split(rows))
+            buf = torch.empty_like(blocks[0]) if blocks and not ctx.low else None
+            gh = torch.empty(h.shape, dtype=acc, device=h.device) if need_h and not ctx.low else None
+            gW = torch.zeros(W.shape, dtype=acc, device=h.device) if need_w and not ctx.low else None
+            gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
+            for i, z in enumerate(blocks):
+                r = i * rows
+                n = z.size(0)
+                G = _softmax_into(z, z if ctx.low else buf[:n])
+                if g_lse is not None:
+                    G.mul_(g_lse[r:r + n, None].to(G.dtype))
+                else:
+                    G.zero_()
+                if g_picked is not None:
+                    G.scatter_add_(1, index[r:r + n], g_picked[r:r + n].to(G.dtype))
+                if need_b:
+                    gb += G.sum(0)
+                if ctx.low:
+                    continue
+                if need_h:
+                    gh[r:r + n] = G @ W
+                if need_w and G.dtype == gW.dtype:
+                    gW.addmm_(G.t(), hc[r:r + n])
+                elif need_w:
+                    gW += G.t() @ hc[r:r + n]
+            if ctx.low:
+                gh = (Z @ W) if need_h else None
+                gW = (Z.t() @ hc) if need_w else None
+            gh = gh.to(h.dtype) if need_h else None
+            gW = gW.to(ctx.wdtype) if need_w else None
+            gb = gb.to(ctx.wdtype) if need_b else None
+        return gh, gW, gb, None, None
+
+
+def logit_stats(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logsumexp_j z_j (N,), z at ``index`` (N, K)) of z = h W^T + b for an output layer ``nn.Linear(d, V)``
+    = (weight, bias), h (N, d), index (N, K) in [0, V), in fp32 (see ``_LogitStats``)."""
+    return _LogitStats.apply(h, weight, bias, index, h.device.type == "cpu")
 
 
 def fused_token_losses(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,

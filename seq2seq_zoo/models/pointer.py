@@ -26,7 +26,8 @@ over the extended vocabulary V_ext = V + this batch's largest number of source O
 OOV words have ids |V|, |V|+1, ... in ``batch.src_ext``). P_vocab is zero on the extension; an OOV word
 can only be copied. Extended ids fed back to the decoder become <unk> (``Seq2Seq.feed``); the loss is
 taken on the extended target ids (``batch.tgt_out``), so a target OOV word that occurs in the source is
-learned as a copy. The ``pointer`` row of the parameter table is p_gen's 4n + m + 1 weights; with
+learned as a copy (the fast implementation's training loss reads the mixture at the target and source
+words only: ``copy_losses``). The ``pointer`` row of the parameter table is p_gen's 4n + m + 1 weights; with
 ``variant = "bahdanau"`` everything else equals ``bilstm`` with ``output_layers = 2``; with ``see`` the
 decoder LSTM's input is m wide (not m + 2n) and P_vocab's first layer 3n (not 3n + m).
 
@@ -39,6 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seq2seq_zoo.data.vocab import PAD_ID
+from seq2seq_zoo.models.base import StepOutput
+from seq2seq_zoo.models.kernels import logit_stats
 from seq2seq_zoo.models.rnn import BiLSTMSeq2Seq
 from seq2seq_zoo.registry import register_model
 
@@ -110,6 +114,15 @@ class PointerGenerator(BiLSTMSeq2Seq):
         h, cell = hid[0][-1], hid[1][-1]                          # top decoder layer s_t = (h_t, cell_t)
         return torch.cat([_up(c), _up(h), _up(cell), _up(y)], -1)
 
+    def _lazy_output(self, feats, a, extra, enc, att, aux):
+        # the loss reads the mixture at the target and source words only (``copy_losses``)
+        out = self.output
+        h = out[0](self.drop(feats)) if isinstance(out, nn.Sequential) else self.drop(feats)
+        generator = out[-1] if isinstance(out, nn.Sequential) else out
+        z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)
+        return CopyOutput(h, generator, z, a, enc["src_ext"], enc["n_oov"], enc["src_same"], enc["src_first"],
+                          att, aux)
+
     def _distribution(self, feats, a, extra, enc):
         log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # (..., V)
         z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)                # p_gen logit (...)
@@ -153,3 +166,108 @@ def copy_mixture(log_vocab: torch.Tensor, z: torch.Tensor, a: torch.Tensor, src_
     copy = torch.zeros_like(gen).scatter_add(-1, index, a.to(gen.dtype))                   # attention on w_j
     log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
     return torch.logaddexp(gen, F.logsigmoid(-z).unsqueeze(-1) + log_copy)
+
+
+def copy_losses(h: torch.Tensor, generator: nn.Linear, z: torch.Tensor, a: torch.Tensor, src_ext: torch.Tensor,
+                n_oov: int, src_same: torch.Tensor, src_first: torch.Tensor, target: torch.Tensor,
+                label_smoothing: float = 0.0, smooth_width: int | None = None):
+    """``base.token_losses(copy_mixture(log_softmax(generator(h)), z, a, ...), target, ...)`` without the
+    (B, T, V + n_oov) log-probabilities: (sum of training loss, sum of NLL, target tokens).
+
+    The loss reads the mixture at the target word and at the source words only; everywhere else
+    log P(w) = log p_gen + z_w - lse. So the output layer gives, per real target row, its log-sum-exp
+    and its logits at the target and the source words (``kernels.logit_stats``, in row blocks), and
+    the smoothing term's sum over the first ``width`` columns is width (log p_gen - lse) + sum_w z_w
+    (h . sum_w W_w + sum_w b_w, from the weights) plus, at each source word (its first position), the
+    mixture's excess over log p_gen P_vocab. h (B, T, d) is the generator's input, z (B, T) the p_gen
+    logit, a (B, T, S) the copy attention, target (B, T) extended ids; ``source_words`` gives
+    src_same / src_first. Same values and gradients as the unfused path up to float rounding."""
+    V = generator.weight.size(0)
+    width = smooth_width or V + n_oov
+    target = target.masked_fill(target >= V + n_oov, 1)            # base.targets_for: -> <unk>
+    keep = (target != PAD_ID).reshape(-1)
+    n = int(keep.sum())
+    B, T, S = a.shape
+    if n == 0:
+        zero = (h.sum() * 0).float() + (z.sum() * 0).float()
+        return zero, zero.detach(), 0
+    # everything but the output layer in fp32 (fp64 for fp64 models), outside any autocast
+    no_autocast = torch.autocast(h.device.type, enabled=False)
+    with no_autocast:
+        rows = keep.nonzero().squeeze(1)
+        copy = torch.bmm(a.to(src_same.dtype), src_same)             # copy mass of each position's word
+        src = src_ext.unsqueeze(1).expand(B, T, S).reshape(B * T, S).index_select(0, rows)      # (N, S)
+        first = src_first.unsqueeze(1).expand(B, T, S).reshape(B * T, S).index_select(0, rows)
+        copy = copy.reshape(B * T, S).index_select(0, rows)
+        y = target.reshape(-1).index_select(0, rows)                                             # (N,)
+        zf = _up(z).reshape(-1).index_select(0, rows)
+        hf = h.reshape(B * T, -1).index_select(0, rows)
+        ids = torch.cat([y.unsqueeze(1), src], 1)                                                # (N, 1 + S)
+        in_vocab = ids < V
+    # the output layer in the forward's precision (bf16 under autocast, as nn.Linear), statistics in fp32
+    lse, picked = logit_stats(hf, generator.weight, generator.bias, ids.masked_fill(~in_vocab, 0))
+    with no_autocast:
+        return _copy_loss_terms(hf, generator, zf, lse, picked, in_vocab, copy, src, first, y, V, width,
+                                label_smoothing, n)
+
+
+def _copy_loss_terms(hf, generator, zf, lse, picked, in_vocab, copy, src, first, y, V, width, label_smoothing, n):
+    """``copy_losses`` from the output layer's statistics on: the mixture at the target and source words."""
+    log_gen, log_copy_gate = F.logsigmoid(zf), F.logsigmoid(-zf)
+    gen = torch.where(in_vocab, log_gen.unsqueeze(1) + picked - lse.unsqueeze(1),
+                      torch.full_like(picked, NEG_BIG))                                          # log p_gen P_vocab
+    tiny = torch.finfo(gen.dtype).tiny
+    copy = copy.to(gen.dtype)
+    log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
+    mixed = torch.logaddexp(gen[:, 1:], log_copy_gate.unsqueeze(1) + log_copy)                 # (N, S)
+    at = (src == y.unsqueeze(1)) & first                                                         # y's first position
+    log_p = torch.where(at.any(1), mixed.gather(1, at.to(torch.uint8).argmax(1, keepdim=True)).squeeze(1),
+                        gen[:, 0])
+    nll_sum = -log_p.sum()
+    if label_smoothing <= 0:
+        return nll_sum, nll_sum.detach(), n
+    base = min(width, V)
+    w = generator.weight[:base]
+    col_sum = hf.to(gen.dtype) @ w.sum(0).to(gen.dtype)              # sum of the first ``base`` logits
+    if generator.bias is not None:
+        col_sum = col_sum + generator.bias[:base].sum().to(gen.dtype)
+    total = base * (log_gen - lse) + col_sum + max(0, width - V) * NEG_BIG
+    excess = torch.where(first & (src < width), mixed - gen[:, 1:], torch.zeros_like(mixed)).sum(1)
+    uniform = -(total + excess) / width
+    loss_sum = (1 - label_smoothing) * nll_sum + label_smoothing * uniform.sum()
+    return loss_sum, nll_sum.detach(), n
+
+
+class CopyOutput(StepOutput):
+    """A copy model's output whose (B, T, V + n_oov) log-probabilities are made only when read (the
+    unfused ``copy_mixture``, in the forward's precision and grad mode); the cross-entropy objective asks
+    for ``token_losses`` instead, which ``copy_losses`` takes without them."""
+
+    def __init__(self, h, generator, z, a, src_ext, n_oov, src_same, src_first, attention, aux_losses=None):
+        self._args = (h, generator, z, a, src_ext, int(n_oov), src_same, src_first)
+        dev = h.device.type
+        self._autocast = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
+        self._grad = torch.is_grad_enabled()
+        self._log_probs = None
+        super().__init__(log_probs=None, attention=attention, aux_losses=aux_losses or {},
+                         extras={"p_gen": torch.sigmoid(z)})
+
+    @property
+    def log_probs(self) -> torch.Tensor:
+        if self._log_probs is None:
+            h, generator, z, a, src_ext, n_oov, same, first = self._args
+            dev, enabled, dtype = self._autocast
+            with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
+                log_vocab = torch.log_softmax(_up(generator(h)), -1)
+                self._log_probs = copy_mixture(log_vocab, z, a, src_ext, n_oov, same, first)
+        return self._log_probs
+
+    @log_probs.setter
+    def log_probs(self, value):
+        if value is not None:
+            self._log_probs = value
+
+    def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
+        dev, enabled, dtype = self._autocast
+        with torch.autocast(dev, dtype=dtype, enabled=enabled):
+            return copy_losses(*self._args, target, label_smoothing, smooth_width)

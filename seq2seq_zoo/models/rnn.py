@@ -345,6 +345,11 @@ class _Attentional(_Recurrent):
     def _extra_inputs(self, c, hid, y):
         return None
 
+    def _lazy_output(self, feats, a, extra, enc, att, aux) -> StepOutput | None:
+        """Hook of the fast teacher-forced pass: an output whose loss is fused (a copy model's
+        ``pointer.CopyOutput``), or None for ``_distribution``'s log-probabilities."""
+        return None
+
     def _distribution(self, feats, a, extra, enc) -> tuple[torch.Tensor, torch.Tensor | None]:
         """log p(y_t | ...) over the output width, and p_gen if the model has one. Leading dims of
         ``feats`` / ``a`` are (B, T) in teacher forcing and (B,) in a decoding step."""
@@ -476,6 +481,9 @@ class _Attentional(_Recurrent):
         att = {ATTENTION_NAME: a.unsqueeze(1)} if need_attention else {}   # (B, 1, T, S)
         if extra is None and self.output_layers == 1:   # the loss fuses the output layer (kernels.LazyOutput)
             return LazyOutput(self.drop(feats), self.output, att, aux)
+        lazy = self._lazy_output(feats, a, extra, enc, att, aux)
+        if lazy is not None:
+            return lazy
         log_probs, p_gen = self._distribution(feats, a, extra, enc)
         return StepOutput(log_probs, aux_losses=aux, attention=att,
                           extras={"p_gen": p_gen} if p_gen is not None else {})

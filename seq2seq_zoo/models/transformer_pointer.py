@@ -13,7 +13,9 @@ mixture is ``pointer.copy_mixture``: in log space, over |V| + the batch's source
 of the source (a name, in dialogue summaries) can be written although the vocabulary lacks it; extended
 ids fed back to the decoder become <unk>. A dedicated head, rather than one of the cross-attention heads
 (Gehrmann et al. 2018 pick one at random), keeps the cross-attention on PyTorch's fused kernels, which do
-not return their weights; it adds 2 d^2 + 3 d + 1 weights (the ``pointer`` component).
+not return their weights; it adds 2 d^2 + 3 d + 1 weights (the ``pointer`` component). In training the
+loss is ``pointer.copy_losses`` (through ``CopyOutput``): the mixture read at the target and source words
+only, without the (B, T, V + OOVs) log-probabilities.
 
 Everything else (options, positional encodings, pre/post-LN, incremental decoding with one key/value
 copy per source) is ``transformer``'s.
@@ -28,7 +30,7 @@ from torch import nn
 
 from seq2seq_zoo.models.base import StepOutput
 from seq2seq_zoo.models.layers import padding_mask
-from seq2seq_zoo.models.pointer import _up, copy_mixture, source_words
+from seq2seq_zoo.models.pointer import CopyOutput, _up, copy_mixture, source_words
 from seq2seq_zoo.models.transformer import Transformer
 from seq2seq_zoo.registry import register_model
 
@@ -81,12 +83,13 @@ class TransformerPointer(Transformer):
         bias = torch.zeros(src_mask.shape, dtype=torch.float32, device=h.device).masked_fill(~src_mask, float("-inf"))
         a, context = self._copy(h, self.copy_k(memory), memory, bias.view(bias.size(0), 1, -1))
         same, first = source_words(batch.src_ext, a.dtype)
-        log_probs, p_gen = self._mix(h, context, self.decoder.embed(tgt), a, batch.src_ext, int(batch.n_oov),
-                                     same, first)
         att = {**enc_att, **dec_att} if need_attention else {}
         if need_attention:
             att["copy_att"] = a.unsqueeze(1)
-        return StepOutput(log_probs, attention=att, extras={"p_gen": p_gen})
+        # log-probs made only when read; the loss reads the mixture at the target and source words only
+        feats = torch.cat([h, context.to(h.dtype), self.decoder.embed(tgt).to(h.dtype)], -1)
+        z = _up(self.p_gen(feats.to(self.p_gen.weight.dtype))).squeeze(-1)
+        return CopyOutput(h, self.generator, z, a, batch.src_ext, int(batch.n_oov), same, first, att)
 
     def encode(self, batch):
         state = super().encode(batch)

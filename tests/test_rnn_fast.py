@@ -352,3 +352,27 @@ def test_fast_models_train_under_cpu_bf16_autocast(name, opts):
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         hyps = greedy(fast, batch, DecodeConfig(method="greedy", max_len=5, min_len=1))
     assert len(hyps) == batch.size
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU])
+def test_stacked_cell_products_in_bf16_keep_fp32_states_and_weight_gradients(cls):
+    """``StackedCell(low=bf16)`` (CPU bf16 autocast with native bf16 products): the products run in bf16,
+    the states and gates in fp32; one step of a two-layer cell stays within bf16 rounding of the fp32
+    step, and the fp32 parameters get fp32 gradients close to the fp32 step's."""
+    from seq2seq_zoo.models.rnn_kernels import StackedCell, cpu_bf16_matmuls
+    torch.manual_seed(0)
+    rnn = cls(6 + 5, 8, num_layers=2)
+    x, side = torch.randn(4, 6), torch.randn(4, 5)
+    hid = (torch.randn(2, 4, 8),) + ((torch.randn(2, 4, 8),) if cls is torch.nn.LSTM else ())
+    outs = {}
+    for low in (None, torch.bfloat16):
+        rnn.zero_grad()
+        cell = StackedCell(rnn, 6, False, low)
+        h, new = cell(cell.project_steps(x), side, hid)
+        assert h.dtype == torch.float32 and all(t.dtype == torch.float32 for t in new)
+        (h.sum() + sum(t.sum() for t in new)).backward()
+        outs[low] = (h.detach(), [p.grad.clone() for p in rnn.parameters()])
+    torch.testing.assert_close(outs[torch.bfloat16][0], outs[None][0], atol=3e-2, rtol=3e-2)
+    for a, b in zip(outs[torch.bfloat16][1], outs[None][1]):
+        assert a.dtype == torch.float32 and float((a - b).norm()) <= 0.03 * float(b.norm()) + 1e-6
+    assert cpu_bf16_matmuls(x) is None     # outside bf16 autocast the cell stays in fp32

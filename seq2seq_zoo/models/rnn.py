@@ -49,8 +49,8 @@ from torch import nn
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput, reorder_rows
 from seq2seq_zoo.models.kernels import LazyOutput, log_softmax_fp32
-from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, double_keys,
-                                            fp32_on_cpu, run_encoder, run_packed)
+from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, cpu_bf16_matmuls,
+                                            double_keys, fp32_on_cpu, run_encoder, run_packed)
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
@@ -389,13 +389,14 @@ class _Attentional(_Recurrent):
         att = self.attention
         return att.W.weight, att.v.weight[0], att.w_c
 
-    def _teacher_fast(self, enc, hid, y):
+    def _teacher_fast(self, enc, hid, y, low=None):
         """Teacher forcing of the fast implementation: (features (B, T, F), attention (B, T, S), extra
-        inputs (B, T, E) or None), the same values as the step loop of ``forward``'s reference path."""
+        inputs (B, T, E) or None), the same values as the step loop of ``forward``'s reference path;
+        ``low``: the cell's products in bf16 (``rnn_kernels.cpu_bf16_matmuls``)."""
         keys, memory, mask = enc["keys2"], enc["memory"], enc["mask"]
         W, v, w_c = self._attention_weights()
         cov = enc["cov"].to(keys.dtype) if w_c is not None else None
-        cell = StackedCell(self.decoder, self.emb_dim, self.training)
+        cell = StackedCell(self.decoder, self.emb_dim, self.training, low)
         pre = cell.project_steps(y).unbind(1)     # layer 0's E y_{t-1} part, all steps (unbind: one backward op)
         T = y.size(1)
         if self.see_rule:        # the recurrence does not read attention: cells first, then attention
@@ -472,8 +473,9 @@ class _Attentional(_Recurrent):
     def _forward_fast(self, batch, need_attention: bool) -> StepOutput:
         enc = self.encode(batch)
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))   # (B, T, m): E y_{t-1}
+        low = cpu_bf16_matmuls(y)
         with fp32_on_cpu(y.device):
-            feats, a, extra = self._teacher_fast(enc, tuple(_float(h) for h in self._from_state(enc)), y)
+            feats, a, extra = self._teacher_fast(enc, tuple(_float(h) for h in self._from_state(enc)), y, low)
         self.attention.weights = a[:, -1].detach()
         aux = {}
         if self.coverage and self.cov_loss_weight > 0:

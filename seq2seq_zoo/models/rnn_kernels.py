@@ -22,8 +22,9 @@ reference spends its training step on and what replaces it here:
   matmul over all steps before the loop, and the cell runs in fp32 with its gate arithmetic written
   out (CPU autocast would run the LSTM through oneDNN's bf16 RNN primitive, which CPUs without bf16
   kernels lack);
-- under CPU bf16 autocast, where oneDNN has bf16 kernels, the one-layer encoder runs in bf16 as the
-  reference's autocast run does (``encoder_low_precision``); it ran in fp32 until session #20.
+- under CPU bf16 autocast, on CPUs with native bf16 products and oneDNN bf16 kernels
+  (``cpu_bf16_matmuls``), the one-layer encoder runs in bf16 as the reference's autocast run does, and
+  the cell's products run in bf16 with fp32 states and gates (both in fp32 until session #20).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_zoo.precision import cpu_bf16_kernels
+from seq2seq_zoo.utils import cpu_has_fast_bf16
 
 
 def fp32_on_cpu(device: torch.device):
@@ -61,11 +63,11 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
     deeper encoder, or an LSTM, whose final cell state no output shows) a one-layer encoder on CPU runs
     unpacked with its gates held at padding (``_run_held``), anything else packed (``run_packed``).
 
-    Under CPU bf16 autocast where oneDNN has bf16 kernels (``encoder_low_precision``), a one-layer encoder
+    Under CPU bf16 autocast where oneDNN has bf16 kernels (``cpu_bf16_matmuls``), a one-layer encoder
     runs held in bf16, as autocast runs the reference's (its outputs bf16, its final states fp32)."""
     lengths = mask.sum(1).clamp(min=1)
     B, S = mask.shape
-    low = encoder_low_precision(x)
+    low = cpu_bf16_matmuls(x)
     with fp32_on_cpu(x.device):
         x = _float(x)
         if low is not None and rnn.num_layers == 1 and getattr(rnn, "proj_size", 0) == 0:
@@ -83,14 +85,16 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
         return run_packed(rnn, x, mask)
 
 
-def encoder_low_precision(x: torch.Tensor) -> torch.dtype | None:
-    """bf16 where the encoder RNN should run in it: on a CPU under bf16 autocast whose oneDNN has bf16
+def cpu_bf16_matmuls(x: torch.Tensor) -> torch.dtype | None:
+    """bf16 where the recurrent fast path's encoder and cell products should run in it: on a CPU under
+    bf16 autocast with native bf16 matmul instructions (``utils.cpu_has_fast_bf16``) and oneDNN's bf16
     kernels (``precision.cpu_bf16_kernels``), as the reference's autocast run takes oneDNN's bf16 LSTM.
     Measured on the AVX512-BF16 VM (2 threads, batch 32 x 256 source tokens, hidden 256, forward and
-    backward): the bidirectional LSTM 205-216 -> 124 ms, the GRU 140 -> 85 ms. None elsewhere: the
-    encoder runs in its input's precision (fp32 under CPU autocast; a GPU's autocast stays on)."""
+    backward): the bidirectional LSTM encoder 205-216 -> 124 ms, the GRU 140 -> 85 ms; 64 steps of a
+    cell's two products 60 -> 30 ms. None elsewhere: these run in their inputs' precision (fp32 under
+    CPU autocast; a GPU's autocast stays on)."""
     if (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
-            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and cpu_bf16_kernels()):
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and cpu_has_fast_bf16() and cpu_bf16_kernels()):
         return torch.bfloat16
     return None
 
@@ -360,45 +364,53 @@ class StackedCell:
     """One time step of a multi-layer ``nn.GRU`` / ``nn.LSTM`` with the module's own weights, layer 0's
     input split in two parts: ``pre`` (its projection with bias, computed for all steps at once by
     ``project_steps``) and ``side`` (e.g. the attention context, projected at each step). Dropout
-    between layers as the module applies it."""
+    between layers as the module applies it. ``low`` (bf16, from ``cpu_bf16_matmuls``): the products
+    run in it, with the weights cast once per pass; the states and gate arithmetic stay in fp32."""
 
-    def __init__(self, rnn, steady_width: int, training: bool):
+    def __init__(self, rnn, steady_width: int, training: bool, low: torch.dtype | None = None):
         self.rnn, self.lstm = rnn, isinstance(rnn, torch.nn.LSTM)
         self.L, self.p = rnn.num_layers, (rnn.dropout if training else 0.0)
-        self.training = training
+        self.training, self.low = training, low
+        cast = (lambda t: t.to(low)) if low is not None else (lambda t: t)
         w_ih, w_hh, b_ih, b_hh = cell_weights(rnn, 0)
-        self.w_steady, self.w_side = w_ih[:, :steady_width], w_ih[:, steady_width:]
-        self.b_ih, self.w_hh, self.b_hh = b_ih, w_hh, b_hh
+        self.w_steady, self.w_side = cast(w_ih[:, :steady_width]), cast(w_ih[:, steady_width:])
+        self.b_ih, self.w_hh, self.b_hh = cast(b_ih), cast(w_hh), cast(b_hh)
         self.has_side = self.w_side.size(1) > 0
-        self.upper = [cell_weights(rnn, k) for k in range(1, self.L)]
+        self.upper = [tuple(cast(w) for w in cell_weights(rnn, k)) for k in range(1, self.L)]
+
+    def _linear(self, x, w, b=None):
+        if self.low is None:
+            return F.linear(x, w, b)
+        return F.linear(x.to(self.low), w, b).float()
 
     def project_steps(self, x: torch.Tensor) -> torch.Tensor:
         """Layer 0's projection of the part of its input known for all steps: (B, T, w) -> (B, T, G)."""
-        return _float(F.linear(x, self.w_steady, self.b_ih))
+        return _float(self._linear(x, self.w_steady, self.b_ih))
 
     def __call__(self, pre_t, side, hid):
         """pre_t (B, G) from ``project_steps``; side (B, w_side) or None; hid: (h,) or (h, c), each
         (L, B, n) -> the top layer's output (B, n) and the new state as a tuple of (L, B, n)."""
         hs, cs = [], []
         h0 = hid[0][0]
+        lin = self._linear
         if self.lstm:
-            gates = pre_t + F.linear(h0, self.w_hh, self.b_hh)
+            gates = pre_t + lin(h0, self.w_hh, self.b_hh)
             if self.has_side:
-                gates = gates + F.linear(side, self.w_side)
+                gates = gates + lin(side, self.w_side)
             h, c = lstm_pointwise(gates, hid[1][0])
             cs.append(c)
         else:
-            gx = pre_t + F.linear(side, self.w_side) if self.has_side else pre_t
-            h = gru_pointwise(gx, F.linear(h0, self.w_hh, self.b_hh), h0)
+            gx = pre_t + lin(side, self.w_side) if self.has_side else pre_t
+            h = gru_pointwise(gx, lin(h0, self.w_hh, self.b_hh), h0)
         hs.append(h)
         for k, (w_ih, w_hh, b_ih, b_hh) in enumerate(self.upper, start=1):
             x = F.dropout(h, self.p, self.training) if self.p > 0 else h
             hk = hid[0][k]
             if self.lstm:
-                h, c = lstm_pointwise(F.linear(x, w_ih, b_ih) + F.linear(hk, w_hh, b_hh), hid[1][k])
+                h, c = lstm_pointwise(lin(x, w_ih, b_ih) + lin(hk, w_hh, b_hh), hid[1][k])
                 cs.append(c)
             else:
-                h = gru_pointwise(F.linear(x, w_ih, b_ih), F.linear(hk, w_hh, b_hh), hk)
+                h = gru_pointwise(lin(x, w_ih, b_ih), lin(hk, w_hh, b_hh), hk)
             hs.append(h)
         new = (torch.stack(hs),) + ((torch.stack(cs),) if self.lstm else ())
         return h, new

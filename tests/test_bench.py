@@ -254,6 +254,29 @@ def test_fused_token_losses_bf16_second_backward_is_an_error():
         loss.backward()
 
 
+def test_logit_stats_values_gradcheck_and_bf16_buffer():
+    """``kernels.logit_stats``: each row's log-sum-exp and the logits at the given columns, with a
+    hand-written backward (gradcheck in fp64); under CPU bf16 autocast the logits live in one bf16 buffer
+    that the backward turns into the gradient in place, so a second backward is an error."""
+    from seq2seq_zoo.models.kernels import logit_stats
+    torch.manual_seed(0)
+    h = torch.randn(7, 5, dtype=torch.float64, requires_grad=True)
+    lin = torch.nn.Linear(5, 11).double()
+    idx = torch.randint(0, 11, (7, 3))
+    lse, picked = logit_stats(h, lin.weight, lin.bias, idx)
+    z = lin(h)
+    torch.testing.assert_close(lse, z.logsumexp(-1))
+    torch.testing.assert_close(picked, z.gather(1, idx))
+    assert torch.autograd.gradcheck(lambda h, w, b: logit_stats(h, w, b, idx), (h, lin.weight, lin.bias))
+    hf, lf = h.detach().float().requires_grad_(), torch.nn.Linear(5, 11)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        lse, picked = logit_stats(hf, lf.weight, lf.bias, idx)
+    assert lse.dtype == picked.dtype == torch.float32
+    (lse.sum() + picked.sum()).backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):   # the bf16 buffer was used
+        (lse.sum() + picked.sum()).backward()
+
+
 def test_transformer_output_log_probs_are_lazy_and_unchanged():
     model = tiny_transformer(vocab_size=30)
     batch = random_batch(30, src_lens=[4, 6], tgt_lens=[3, 5], seed=1)

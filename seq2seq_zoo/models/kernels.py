@@ -222,6 +222,78 @@ def _low_precision_cpu(cd: torch.dtype) -> bool:
     return cd in (torch.bfloat16, torch.float16)
 
 
+class _LogitBlocks:
+    """The output layer's logits z = h W^T + b in row blocks, as the fused losses take them (see
+    ``_FusedSmoothedNLL`` for the layout and what it measured). Made under the forward's autocast, whose
+    dtype is the compute precision ``cd`` (bf16 under autocast, like ``nn.Linear``); iterate under
+    autocast off: (first row, logits block). ``saved`` is what the backward needs (``_blocked_grads``)."""
+
+    def __init__(self, h, weight, bias, blocked: bool):
+        self.cd = _compute_dtype(h)
+        self.acc = torch.promote_types(self.cd, torch.float32)  # statistics: fp32 (fp64 for fp64 models)
+        self.N, V = h.size(0), weight.size(0)
+        # CPU: blocks of <= 16 MB of fp32 logits (few, large ops; no fresh mmaps); GPU: one block
+        self.rows = max(16, (1 << 22) // V) if blocked else self.N
+        self.low = blocked and _low_precision_cpu(self.cd)
+        with torch.autocast(h.device.type, enabled=False):
+            self.W = weight.to(self.cd)
+            self.b = None if bias is None else bias.to(self.cd)
+            self.hc = h.to(self.cd)
+            self.Z = torch.empty(self.N, V, dtype=self.cd, device=h.device) if self.low else None
+        self.blocks: list[torch.Tensor] = []
+
+    def __iter__(self):
+        for r in range(0, self.N, self.rows):
+            if self.low:
+                z = torch.mm(self.hc[r:r + self.rows], self.W.t(), out=self.Z[r:r + self.rows])
+                if self.b is not None:
+                    z.add_(self.b)
+            else:
+                z = F.linear(self.hc[r:r + self.rows], self.W, self.b)       # (rows, V)
+                self.blocks.append(z)
+            yield r, z
+
+    @property
+    def saved(self) -> list[torch.Tensor]:
+        return [self.Z] if self.low else self.blocks
+
+
+def _blocked_grads(saved, h, W, rows: int, low: bool, acc, need_h: bool, need_w: bool, need_b: bool, into_g):
+    """dh, dW, db (in ``acc``; None where not needed) of the fused losses from their saved logits
+    (``_LogitBlocks.saved``): per block, G = softmax(z) (one fused kernel, into a reused buffer, or in
+    place in the one bf16 buffer: a second backward then fails autograd's version check), which
+    ``into_g(G, first row, rows)`` turns into dL/dz in place; then dh = G W, dW += G^T h, db += sum G
+    (the bf16 buffer's products once over all rows). dW comes in the weight's own (V, d) layout: a
+    (d, V) sum handed back transposed made autograd copy it into the parameter's layout, after a
+    strided multiply by the upstream gradient (fp32, 1 thread: 0.25 s a step)."""
+    with torch.autocast(h.device.type, enabled=False):
+        hc = h.to(W.dtype)
+        Z = saved[0] if low else None
+        blocks = list(Z.split(rows)) if low else saved
+        buf = torch.empty_like(blocks[0]) if blocks and not low else None
+        gh = torch.empty(h.shape, dtype=acc, device=h.device) if need_h and not low else None
+        gW = torch.zeros(W.shape, dtype=acc, device=h.device) if need_w and not low else None
+        gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
+        for i, z in enumerate(blocks):
+            r, n = i * rows, z.size(0)
+            G = _softmax_into(z, z if low else buf[:n])
+            into_g(G, r, n)
+            if need_b:
+                gb += G.sum(0)   # (fp32 accumulation inside; a dtype= argument would copy G first)
+            if low:              # the products run once over all rows, below
+                continue
+            if need_h:
+                gh[r:r + n] = G @ W
+            if need_w and G.dtype == gW.dtype:
+                gW.addmm_(G.t(), hc[r:r + n])
+            elif need_w:   # a GPU's bf16/fp16 products (one block) into the fp32 sum
+                gW += G.t() @ hc[r:r + n]
+        if low:
+            gh = (Z @ W).to(acc) if need_h else None
+            gW = (Z.t() @ hc).to(acc) if need_w else None
+    return gh, gW, gb
+
+
 class _FusedSmoothedNLL(torch.autograd.Function):
     """Sum over rows of the label-smoothed NLL of softmax(h W^T + b) without the (N, V) log-probabilities.
 
@@ -248,31 +320,16 @@ class _FusedSmoothedNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, weight, bias, target, eps: float, width: int, blocked: bool):
-        cd = _compute_dtype(h)
-        acc = torch.promote_types(cd, torch.float32)   # softmax statistics: fp32 (fp64 for fp64 models)
-        N, V = h.size(0), weight.size(0)
-        # CPU: blocks of <= 16 MB of fp32 logits (few, large ops; no fresh mmaps); GPU: one block
-        rows = max(16, (1 << 22) // V) if blocked else N
-        low = blocked and _low_precision_cpu(cd)
+        lb = _LogitBlocks(h, weight, bias, blocked)
+        acc = lb.acc
         with torch.autocast(h.device.type, enabled=False):
-            W = weight.to(cd)
-            b = None if bias is None else bias.to(cd)
-            hc = h.to(cd)
-            lse = torch.empty(N, dtype=acc, device=h.device)
-            nll = torch.empty(N, dtype=acc, device=h.device)
-            blocks = []
-            Z = torch.empty(N, V, dtype=cd, device=h.device) if low else None
-            for r in range(0, N, rows):
-                if low:
-                    z = torch.mm(hc[r:r + rows], W.t(), out=Z[r:r + rows])
-                    if b is not None:
-                        z.add_(b)
-                else:
-                    z = F.linear(hc[r:r + rows], W, b)                   # (rows, V)
-                    blocks.append(z)
+            lse = torch.empty(lb.N, dtype=acc, device=h.device)
+            nll = torch.empty(lb.N, dtype=acc, device=h.device)
+            for r, z in lb:
+                n = z.size(0)
                 ls = torch.log_softmax(z, -1, dtype=acc)
-                nll[r:r + rows] = ls.gather(1, target[r:r + rows, None]).squeeze(1).neg_()
-                lse[r:r + rows] = z[:, 0].to(acc) - ls[:, 0]
+                nll[r:r + n] = ls.gather(1, target[r:r + n, None]).squeeze(1).neg_()
+                lse[r:r + n] = z[:, 0].to(acc) - ls[:, 0]
                 del ls
             nll_sum = nll.sum()
             ctx.w_sum = None
@@ -286,51 +343,25 @@ class _FusedSmoothedNLL(torch.autograd.Function):
                 loss_sum = (1 - eps) * nll_sum + eps * (lse - mean).sum()
             else:
                 loss_sum = nll_sum.clone()
-        ctx.save_for_backward(h, W, target, *([Z] if low else blocks))
-        ctx.has_bias, ctx.eps, ctx.width, ctx.rows = bias is not None, eps, width, rows
-        ctx.low = low
+        ctx.save_for_backward(h, lb.W, target, *lb.saved)
+        ctx.has_bias, ctx.eps, ctx.width, ctx.rows, ctx.low = bias is not None, eps, width, lb.rows, lb.low
         ctx.wdtype, ctx.acc = weight.dtype, acc
         ctx.mark_non_differentiable(nll_sum)
         return loss_sum, nll_sum
 
     @staticmethod
     def backward(ctx, grad, _grad_nll):
-        h, W, target, *blocks = ctx.saved_tensors
-        eps, width, rows, acc = ctx.eps, ctx.width, ctx.rows, ctx.acc
+        h, W, target, *saved = ctx.saved_tensors
+        eps, width, acc = ctx.eps, ctx.width, ctx.acc
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         need_b = ctx.has_bias and ctx.needs_input_grad[2]
+        hit = torch.full((1, 1), -(1 - eps), dtype=W.dtype, device=h.device)
+
+        def into_g(G, r, n):   # softmax(z) - (1 - eps) onehot(y); the eps term is rank-one, below
+            G.scatter_add_(1, target[r:r + n, None], hit.expand(n, 1))
+
+        gh, gW, gb = _blocked_grads(saved, h, W, ctx.rows, ctx.low, acc, need_h, need_w, need_b, into_g)
         with torch.autocast(h.device.type, enabled=False):
-            hc = h.to(W.dtype)
-            gh = torch.empty(h.shape, dtype=acc, device=h.device) if need_h and not ctx.low else None
-            # dW in the weight's own (V, d) layout: a (d, V) sum handed back transposed made autograd copy
-            # it into the parameter's layout, after a strided multiply by g (fp32, 1 thread: 0.25 s a step)
-            gW = torch.zeros(W.shape, dtype=acc, device=h.device) if need_w and not ctx.low else None
-            gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
-            hit = torch.full((1, 1), -(1 - eps), dtype=W.dtype, device=h.device)
-            if ctx.low:   # one (N, V) buffer: its row blocks turn into G in place (a second backward,
-                Z = blocks[0]   # retain_graph, fails autograd's version check: Z is G now)
-                blocks = list(Z.split(rows))
-            buf = torch.empty_like(blocks[0]) if blocks and not ctx.low else None
-            for i, z in enumerate(blocks):
-                r = i * rows
-                n = z.size(0)
-                G = _softmax_into(z, z if ctx.low else buf[:n])
-                G.scatter_add_(1, target[r:r + n, None], hit.expand(n, 1))
-                if need_b:
-                    gb += G.sum(0)   # (fp32 accumulation inside; a dtype= argument would copy G first)
-                if ctx.low:          # the products run once over all rows, below
-                    continue
-                if need_h:
-                    gh[r:r + n] = G @ W
-                if need_w and G.dtype == gW.dtype:
-                    gW.addmm_(G.t(), hc[r:r + n])
-                elif need_w:   # a GPU's bf16/fp16 products (one block) into the fp32 sum
-                    gW += G.t() @ hc[r:r + n]
-            if ctx.low:
-                if need_h:
-                    gh = (Z @ W).to(acc)
-                if need_w:
-                    gW = (Z.t() @ hc).to(acc)
             if eps > 0:  # the -eps / width on the first ``width`` columns of every row of G
                 c = eps / width
                 if need_h:
@@ -350,84 +381,43 @@ class _LogitStats(torch.autograd.Function):
     """Of the logits z = h W^T + b (N, V), without keeping an fp32 (N, V) tensor beyond the blocks: each
     row's log-sum-exp (N,) and the logits at ``index`` (N, K), both in fp32 (fp64 for fp64 models).
     What a loss over a mixture needs when it reads the vocabulary distribution at a few columns only
-    (``pointer.copy_losses``: the target and the source words). Forward as ``_FusedSmoothedNLL``'s: row
-    blocks of <= 16 MB of fp32 logits on CPU, bf16 logits in one (N, V) buffer under CPU autocast.
-    Backward: dL/dz = g_lse softmax(z) + scatter(index, g_index), formed per block in the logits' buffer
-    (a second backward fails autograd's version check, as there), then dh = G W, dW = G^T h, db = sum G."""
+    (``pointer.copy_losses``: the target and the source words). Forward as ``_FusedSmoothedNLL``'s
+    (``_LogitBlocks``). Backward: dL/dz = g_lse softmax(z) + scatter(index, g_index), formed per block
+    (``_blocked_grads``)."""
 
     @staticmethod
     def forward(ctx, h, weight, bias, index, blocked: bool):
-        cd = _compute_dtype(h)
-        acc = torch.promote_types(cd, torch.float32)
-        N, V = h.size(0), weight.size(0)
-        rows = max(16, (1 << 22) // V) if blocked else N
-        low = blocked and _low_precision_cpu(cd)
+        lb = _LogitBlocks(h, weight, bias, blocked)
         with torch.autocast(h.device.type, enabled=False):
-            W = weight.to(cd)
-            b = None if bias is None else bias.to(cd)
-            hc = h.to(cd)
-            lse = torch.empty(N, dtype=acc, device=h.device)
-            picked = torch.empty(index.shape, dtype=acc, device=h.device)
-            Z = torch.empty(N, V, dtype=cd, device=h.device) if low else None
-            blocks = []
-            for r in range(0, N, rows):
-                if low:
-                    z = torch.mm(hc[r:r + rows], W.t(), out=Z[r:r + rows])
-                    if b is not None:
-                        z.add_(b)
-                else:
-                    z = F.linear(hc[r:r + rows], W, b)
-                    blocks.append(z)
-                ls = torch.log_softmax(z, -1, dtype=acc)     # one fused kernel; lse = z_0 - log_softmax(z)_0
-                lse[r:r + rows] = z[:, 0].to(acc) - ls[:, 0]
+            lse = torch.empty(lb.N, dtype=lb.acc, device=h.device)
+            picked = torch.empty(index.shape, dtype=lb.acc, device=h.device)
+            for r, z in lb:
+                n = z.size(0)
+                ls = torch.log_softmax(z, -1, dtype=lb.acc)   # one fused kernel; lse = z_0 - log_softmax(z)_0
+                lse[r:r + n] = z[:, 0].to(lb.acc) - ls[:, 0]
                 del ls
-                picked[r:r + rows] = z.gather(1, index[r:r + rows]).to(acc)
-        ctx.save_for_backward(h, W, index, *([Z] if low else blocks))
-        ctx.has_bias, ctx.rows, ctx.low, ctx.wdtype, ctx.acc = bias is not None, rows, low, weight.dtype, acc
+                picked[r:r + n] = z.gather(1, index[r:r + n]).to(lb.acc)
+        ctx.save_for_backward(h, lb.W, index, *lb.saved)
+        ctx.has_bias, ctx.rows, ctx.low, ctx.wdtype, ctx.acc = bias is not None, lb.rows, lb.low, weight.dtype, lb.acc
         return lse, picked
 
     @staticmethod
     def backward(ctx, g_lse, g_picked):
-        h, W, index, *blocks = ctx.saved_tensors
-        rows, acc = ctx.rows, ctx.acc
-        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        h, W, index, *saved = ctx.saved_tensors
         need_b = ctx.has_bias and ctx.needs_input_grad[2]
-        with torch.autocast(h.device.type, enabled=False):
-            hc = h.to(W.dtype)
-            if ctx.low:
-                Z = blocks[0]
-                blocks = list(Z.split(rows))
-            buf = torch.empty_like(blocks[0]) if blocks and not ctx.low else None
-            gh = torch.empty(h.shape, dtype=acc, device=h.device) if need_h and not ctx.low else None
-            gW = torch.zeros(W.shape, dtype=acc, device=h.device) if need_w and not ctx.low else None
-            gb = torch.zeros(W.size(0), dtype=acc, device=h.device) if need_b else None
-            for i, z in enumerate(blocks):
-                r = i * rows
-                n = z.size(0)
-                G = _softmax_into(z, z if ctx.low else buf[:n])
-                if g_lse is not None:
-                    G.mul_(g_lse[r:r + n, None].to(G.dtype))
-                else:
-                    G.zero_()
-                if g_picked is not None:
-                    G.scatter_add_(1, index[r:r + n], g_picked[r:r + n].to(G.dtype))
-                if need_b:
-                    gb += G.sum(0)
-                if ctx.low:
-                    continue
-                if need_h:
-                    gh[r:r + n] = G @ W
-                if need_w and G.dtype == gW.dtype:
-                    gW.addmm_(G.t(), hc[r:r + n])
-                elif need_w:
-                    gW += G.t() @ hc[r:r + n]
-            if ctx.low:
-                gh = (Z @ W) if need_h else None
-                gW = (Z.t() @ hc) if need_w else None
-            gh = gh.to(h.dtype) if need_h else None
-            gW = gW.to(ctx.wdtype) if need_w else None
-            gb = gb.to(ctx.wdtype) if need_b else None
-        return gh, gW, gb, None, None
+
+        def into_g(G, r, n):
+            if g_lse is not None:
+                G.mul_(g_lse[r:r + n, None].to(G.dtype))
+            else:
+                G.zero_()
+            if g_picked is not None:
+                G.scatter_add_(1, index[r:r + n], g_picked[r:r + n].to(G.dtype))
+
+        gh, gW, gb = _blocked_grads(saved, h, W, ctx.rows, ctx.low, ctx.acc, ctx.needs_input_grad[0],
+                                    ctx.needs_input_grad[1], need_b, into_g)
+        return (None if gh is None else gh.to(h.dtype), None if gW is None else gW.to(ctx.wdtype),
+                None if gb is None else gb.to(ctx.wdtype), None, None)
 
 
 def logit_stats(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -462,25 +452,38 @@ def fused_token_losses(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return loss_sum, nll_sum, n
 
 
-class LazyOutput(StepOutput):
-    """A StepOutput whose ``log_probs`` are computed only when read (in the precision and grad mode of
-    the forward pass). The cross-entropy objective asks it for ``token_losses`` instead, which fuses
-    the output projection, log-softmax and label-smoothed loss and never holds (B, T, V) log-probs."""
+class DeferredOutput(StepOutput):
+    """A StepOutput whose ``log_probs`` are made only when read, in the precision and grad mode of the
+    forward pass that made it; the cross-entropy objective asks it for ``token_losses`` instead, which a
+    subclass fuses with the output layer (``_losses``) so that the (B, T, V) log-probabilities are never
+    held. Subclasses: ``LazyOutput`` (one output layer), ``pointer.CopyOutput`` (the copy mixture)."""
 
-    def __init__(self, hidden: torch.Tensor, generator: nn.Linear, attention: dict, aux_losses: dict | None = None):
-        self._hidden, self._generator = hidden, generator
-        dev = hidden.device.type
+    def __init__(self, like: torch.Tensor, attention: dict, aux_losses: dict | None = None,
+                 extras: dict | None = None):
+        dev = like.device.type
         self._autocast = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
         self._grad = torch.is_grad_enabled()
         self._log_probs = None
-        super().__init__(log_probs=None, attention=attention, aux_losses=aux_losses or {})
+        super().__init__(log_probs=None, attention=attention, aux_losses=aux_losses or {}, extras=extras or {})
+
+    def _as_in_forward(self):
+        dev, enabled, dtype = self._autocast
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.set_grad_enabled(self._grad))
+        stack.enter_context(torch.autocast(dev, dtype=dtype, enabled=enabled))
+        return stack
+
+    def _make_log_probs(self) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _losses(self, target, label_smoothing, smooth_width):  # pragma: no cover - abstract
+        raise NotImplementedError
 
     @property
     def log_probs(self) -> torch.Tensor:
         if self._log_probs is None:
-            dev, enabled, dtype = self._autocast
-            with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
-                self._log_probs = log_softmax_fp32(self._generator(self._hidden))
+            with self._as_in_forward():
+                self._log_probs = self._make_log_probs()
         return self._log_probs
 
     @log_probs.setter
@@ -490,7 +493,22 @@ class LazyOutput(StepOutput):
 
     def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
         """(sum of training loss, sum of NLL, tokens), as ``base.token_losses(self.log_probs, ...)``."""
-        dev, enabled, dtype = self._autocast
-        with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
-            return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
-                                      label_smoothing, smooth_width)
+        with self._as_in_forward():
+            return self._losses(target, label_smoothing, smooth_width)
+
+
+class LazyOutput(DeferredOutput):
+    """A StepOutput whose ``log_probs`` are computed only when read (in the precision and grad mode of
+    the forward pass). The cross-entropy objective asks it for ``token_losses`` instead, which fuses
+    the output projection, log-softmax and label-smoothed loss and never holds (B, T, V) log-probs."""
+
+    def __init__(self, hidden: torch.Tensor, generator: nn.Linear, attention: dict, aux_losses: dict | None = None):
+        self._hidden, self._generator = hidden, generator
+        super().__init__(hidden, attention, aux_losses)
+
+    def _make_log_probs(self):
+        return log_softmax_fp32(self._generator(self._hidden))
+
+    def _losses(self, target, label_smoothing, smooth_width):
+        return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
+                                  label_smoothing, smooth_width)

@@ -41,8 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
-from seq2seq_zoo.models.base import StepOutput
-from seq2seq_zoo.models.kernels import logit_stats
+from seq2seq_zoo.models.kernels import DeferredOutput, logit_stats
 from seq2seq_zoo.models.rnn import BiLSTMSeq2Seq
 from seq2seq_zoo.registry import register_model
 
@@ -238,36 +237,18 @@ def _copy_loss_terms(hf, generator, zf, lse, picked, in_vocab, copy, src, first,
     return loss_sum, nll_sum.detach(), n
 
 
-class CopyOutput(StepOutput):
+class CopyOutput(DeferredOutput):
     """A copy model's output whose (B, T, V + n_oov) log-probabilities are made only when read (the
     unfused ``copy_mixture``, in the forward's precision and grad mode); the cross-entropy objective asks
     for ``token_losses`` instead, which ``copy_losses`` takes without them."""
 
     def __init__(self, h, generator, z, a, src_ext, n_oov, src_same, src_first, attention, aux_losses=None):
         self._args = (h, generator, z, a, src_ext, int(n_oov), src_same, src_first)
-        dev = h.device.type
-        self._autocast = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
-        self._grad = torch.is_grad_enabled()
-        self._log_probs = None
-        super().__init__(log_probs=None, attention=attention, aux_losses=aux_losses or {},
-                         extras={"p_gen": torch.sigmoid(z)})
+        super().__init__(h, attention, aux_losses, extras={"p_gen": torch.sigmoid(z)})
 
-    @property
-    def log_probs(self) -> torch.Tensor:
-        if self._log_probs is None:
-            h, generator, z, a, src_ext, n_oov, same, first = self._args
-            dev, enabled, dtype = self._autocast
-            with torch.set_grad_enabled(self._grad), torch.autocast(dev, dtype=dtype, enabled=enabled):
-                log_vocab = torch.log_softmax(_up(generator(h)), -1)
-                self._log_probs = copy_mixture(log_vocab, z, a, src_ext, n_oov, same, first)
-        return self._log_probs
+    def _make_log_probs(self):
+        h, generator, z, a, src_ext, n_oov, same, first = self._args
+        return copy_mixture(torch.log_softmax(_up(generator(h)), -1), z, a, src_ext, n_oov, same, first)
 
-    @log_probs.setter
-    def log_probs(self, value):
-        if value is not None:
-            self._log_probs = value
-
-    def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
-        dev, enabled, dtype = self._autocast
-        with torch.autocast(dev, dtype=dtype, enabled=enabled):
-            return copy_losses(*self._args, target, label_smoothing, smooth_width)
+    def _losses(self, target, label_smoothing, smooth_width):
+        return copy_losses(*self._args, target, label_smoothing, smooth_width)

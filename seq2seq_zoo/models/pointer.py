@@ -113,18 +113,21 @@ class PointerGenerator(BiLSTMSeq2Seq):
         h, cell = hid[0][-1], hid[1][-1]                          # top decoder layer s_t = (h_t, cell_t)
         return torch.cat([_up(c), _up(h), _up(cell), _up(y)], -1)
 
+    def _gen_logit(self, extra):
+        """p_gen's logit (...) from its inputs [h*_t; h_t; cell_t; x_t], in at least fp32."""
+        return _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)
+
     def _lazy_output(self, feats, a, extra, enc, att, aux):
         # the loss reads the mixture at the target and source words only (``copy_losses``)
         out = self.output
         h = out[0](self.drop(feats)) if isinstance(out, nn.Sequential) else self.drop(feats)
         generator = out[-1] if isinstance(out, nn.Sequential) else out
-        z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)
-        return CopyOutput(h, generator, z, a, enc["src_ext"], enc["n_oov"], enc["src_same"], enc["src_first"],
-                          att, aux)
+        return CopyOutput(h, generator, self._gen_logit(extra), a, enc["src_ext"], enc["n_oov"], enc["src_same"],
+                          enc["src_first"], att, aux)
 
     def _distribution(self, feats, a, extra, enc):
         log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # (..., V)
-        z = _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)                # p_gen logit (...)
+        z = self._gen_logit(extra)                                                          # p_gen logit (...)
         return copy_mixture(log_vocab, z, a, enc["src_ext"], enc["n_oov"], enc.get("src_same"),
                             enc.get("src_first")), torch.sigmoid(z)
 

@@ -68,11 +68,15 @@ class TransformerPointer(Transformer):
         a = torch.softmax(_up(scores) + bias, -1)
         return a, torch.matmul(a.to(memory.dtype), memory)
 
+    def _gen_logit(self, h, context, x):
+        """p_gen's logit (B, T) from [h_t; h*_t; x_t], in at least fp32."""
+        feats = torch.cat([h, context.to(h.dtype), x.to(h.dtype)], -1)
+        return _up(self.p_gen(feats.to(self.p_gen.weight.dtype))).squeeze(-1)
+
     def _mix(self, h, context, x, a, src_ext, n_oov, same, first):
         """Log-probs over the extended vocabulary (B, T, V + n_oov) and p_gen (B, T)."""
         log_vocab = torch.log_softmax(_up(self.generator(h)), -1)
-        feats = torch.cat([h, context.to(h.dtype), x.to(h.dtype)], -1)
-        z = _up(self.p_gen(feats.to(self.p_gen.weight.dtype))).squeeze(-1)
+        z = self._gen_logit(h, context, x)
         return copy_mixture(log_vocab, z, a, src_ext, n_oov, same, first), torch.sigmoid(z)
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
@@ -87,8 +91,7 @@ class TransformerPointer(Transformer):
         if need_attention:
             att["copy_att"] = a.unsqueeze(1)
         # log-probs made only when read; the loss reads the mixture at the target and source words only
-        feats = torch.cat([h, context.to(h.dtype), self.decoder.embed(tgt).to(h.dtype)], -1)
-        z = _up(self.p_gen(feats.to(self.p_gen.weight.dtype))).squeeze(-1)
+        z = self._gen_logit(h, context, self.decoder.embed(tgt))
         return CopyOutput(h, self.generator, z, a, batch.src_ext, int(batch.n_oov), same, first, att)
 
     def encode(self, batch):

@@ -63,8 +63,9 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
     deeper encoder, or an LSTM, whose final cell state no output shows) a one-layer encoder on CPU runs
     unpacked with its gates held at padding (``_run_held``), anything else packed (``run_packed``).
 
-    Under CPU bf16 autocast where oneDNN has bf16 kernels (``cpu_bf16_matmuls``), a one-layer encoder
-    runs held in bf16, as autocast runs the reference's (its outputs bf16, its final states fp32)."""
+    Under CPU bf16 autocast on a CPU with native bf16 products and oneDNN bf16 kernels
+    (``cpu_bf16_matmuls``), a one-layer encoder runs held in bf16, as autocast runs the reference's (its
+    outputs bf16, its final states fp32)."""
     lengths = mask.sum(1).clamp(min=1)
     B, S = mask.shape
     low = cpu_bf16_matmuls(x)

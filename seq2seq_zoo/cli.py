@@ -318,6 +318,8 @@ def cmd_run(args) -> int:
     if args.nproc > 1 and not distributed.launched():
         return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
+    from seq2seq_zoo.utils import process_code_version
+    process_code_version()     # the commit of the code imported now, for every run's record
     profile, exp = _experiment_of(args)
     exp_dir = Path(args.results) / exp.name
     new_exp_dir = not exp_dir.exists()  # then a failure before any run wrote something leaves nothing behind

@@ -24,7 +24,8 @@ from seq2seq_zoo.precision import autocast_dtype
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.loop import fit, lr_at
-from seq2seq_zoo.utils import atomic_write_json, code_version, hardware, load_checkpoint, pick_device, seed_everything
+from seq2seq_zoo.utils import (atomic_write_json, hardware, load_checkpoint, pick_device, process_code_version,
+                                seed_everything)
 
 
 def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, vocab: Vocab | None = None):
@@ -98,7 +99,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     (``train.distributed``) every rank trains; ranks > 0 then return None and only rank 0 writes."""
     t_start = time.perf_counter()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    code = code_version()   # at the start: the code this process imported, not a later checkout's
+    code = process_code_version()   # the code this process imported, not a later checkout's
     out = Path(out)
     ddp = distributed.current()  # None in one process; else this rank of a DDP run: only rank 0 writes
     main = ddp is None or ddp.is_main

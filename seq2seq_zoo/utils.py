@@ -129,6 +129,15 @@ def code_version(package_dir: str | Path | None = None) -> dict[str, Any]:
     return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
 
 
+@functools.cache
+def process_code_version() -> dict[str, Any]:
+    """``code_version()`` of the code this process imported, taken once, at the first call (``zoo run``
+    makes it at its start): a `zoo run` that trains several runs keeps the code it imported while the
+    checkout moves on (a commit, a `git pull`), so taking the commit again at each run's start named code
+    the run did not use (session #20: a run started after two commits recorded the newer one)."""
+    return code_version()
+
+
 def hardware_str(hw: dict[str, Any]) -> str:
     if hw.get("gpu"):
         return f"{hw['gpu']} (torch {hw.get('torch')})"

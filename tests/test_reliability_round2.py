@@ -669,3 +669,26 @@ def test_code_version_names_the_checkout_commit_and_none_outside_git(tmp_path):
     assert re.fullmatch(r"[0-9a-f]{40}", v["commit"]) and v["dirty"] is False
     (tmp_path / "a.py").write_text("x = 2\n")
     assert code_version(tmp_path)["dirty"] is True
+
+
+def test_every_run_of_one_zoo_run_records_the_commit_the_process_started_with(corpus, tmp_path, monkeypatch):
+    """A `zoo run` of several runs keeps the code it imported while the checkout moves on (here: the
+    commit changes while run `a` trains), so both records name the commit of the process's start."""
+    import seq2seq_zoo.utils as utils
+    tmp, data = corpus
+    toml = write_exp(tmp_path / "two.toml", exp_text("two", ["a", "b"]))
+    calls = []
+
+    def moving_checkout(package_dir=None):
+        calls.append(1)
+        return {"commit": f"{len(calls):040x}", "dirty": False}
+
+    monkeypatch.setattr(utils, "code_version", moving_checkout)
+    utils.process_code_version.cache_clear()
+    try:
+        done = main_captured(_run_args(toml, tmp_path / "R", data))
+        assert done.rc == 0, done.err
+        commits = {r: record(tmp_path / "R", "two", r)["code"]["commit"] for r in ("a", "b")}
+    finally:
+        utils.process_code_version.cache_clear()
+    assert commits == {"a": f"{1:040x}", "b": f"{1:040x}"} and len(calls) == 1

@@ -247,6 +247,14 @@ def keep_freed_memory() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    # a torchrun worker that was in a process group ends right here (see distributed.end_process); the
+    # module is looked up rather than imported, so that commands that never load torch stay quick
+    ddp = sys.modules.get("seq2seq_zoo.train.distributed")
+    return ddp.end_process(code) if ddp is not None else code
+
+
+def _main(argv: list[str] | None) -> int:
     _passive_openmp_when_busy()
     keep_freed_memory()
     ap = build_parser()

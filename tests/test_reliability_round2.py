@@ -26,6 +26,7 @@ import torch
 from conftest import tiny_encoded, tiny_transformer, write_dialogsum
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import TrainConfig
+from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.objectives import CrossEntropy
 from test_reliability import (_HalfWriter, _env, assert_same_result, exp_text, finish, main_captured, one_line, record,
                               run_zoo, start, tmp_files, wait_for, write_exp)
@@ -193,11 +194,13 @@ def _ddp_term_worker(rank: int, world: int, init_file: str, tmp: str) -> None:
         fit(model, train, val, cfg, ckpt_dir=Path(tmp) / "term", ddp=DDPContext(rank, world), resume=True, **quiet)
         torch.save({"got": got, "calls": stopped_calls - extra_calls, "written": written, "loop_step": loop["step"],
                     "plain": plain, "resumed": model.state_dict()}, Path(tmp) / f"term{rank}.pt")
-        # leave together, as zoo run does (distributed.shutdown(wait=True)): a rank tearing gloo down while
-        # the other still works was aborted now and then ("terminate called without an active exception")
-        torch.distributed.barrier()
-    finally:
+    except BaseException:
         torch.distributed.destroy_process_group()
+        raise
+    # leave together and end as zoo run's workers do: a rank tearing gloo down while the other still works,
+    # or the interpreter's teardown after it, aborted a rank now and then (see distributed.end_process)
+    distributed.leave(wait=True)
+    distributed.end_process(0)
 
 
 @pytest.mark.slow

@@ -20,10 +20,12 @@ from seq2seq_zoo.utils import cpu_has_fast_bf16
 
 V, OOVS = 40, 2
 
-CASES = [("gru", {}), ("gru", {"layers": 2}), ("bahdanau", {}), ("bahdanau", {"coverage": True}),
-         ("bahdanau", {"layers": 2}), ("bilstm", {}), ("bilstm", {"coverage": True}), ("bilstm", {"layers": 2}),
+CASES = [("gru", {}), ("gru", {"layers": 2}), ("gru", {"output_layers": 2}), ("bahdanau", {}),
+         ("bahdanau", {"coverage": True}), ("bahdanau", {"layers": 2}), ("bahdanau", {"output_layers": 2}),
+         ("bilstm", {}), ("bilstm", {"coverage": True}), ("bilstm", {"layers": 2}),
          ("bilstm", {"output_layers": 2}), ("pointer_generator", {}), ("pointer_generator", {"coverage": True}),
-         ("pointer_generator", {"variant": "bahdanau"}), ("pointer_generator", {"layers": 2})]
+         ("pointer_generator", {"variant": "bahdanau"}), ("pointer_generator", {"layers": 2}),
+         ("pointer_generator", {"output_layers": 2})]
 
 
 def batch_with_padding(seed=0, B=3, S=9, T=6) -> Batch:
@@ -380,3 +382,22 @@ def test_stacked_cell_products_in_bf16_keep_fp32_states_and_weight_gradients(cls
     for a, b in zip(outs[torch.bfloat16][1], outs[None][1]):
         assert a.dtype == torch.float32 and float((a - b).norm()) <= 0.03 * float(b.norm()) + 1e-6
     assert cpu_bf16_matmuls(x) is None     # outside bf16 autocast the cell stays in fp32
+
+
+@pytest.mark.parametrize("name", ["gru", "bahdanau", "bilstm", "pointer_generator"])
+@pytest.mark.parametrize("output_layers", [1, 2])
+def test_fast_training_loss_fuses_the_last_output_layer(name, output_layers, monkeypatch):
+    """The fast path's training loss takes P_vocab's last linear layer's weights into the fused loss and
+    never runs that layer on the (B, T) features (no (B, T, V) logits), with See et al.'s two-layer
+    P_vocab too; reading ``log_probs`` still runs it."""
+    _, fast = pair(name, {"output_layers": output_layers}, dtype=torch.float32)
+    last = fast.output[-1] if output_layers == 2 else fast.output
+    calls = []
+    monkeypatch.setattr(last, "forward", lambda x: calls.append(x.shape) or torch.nn.functional.linear(
+        x, last.weight, last.bias))
+    batch = batch_with_padding()
+    out = fast(batch)
+    loss, _, _ = out.token_losses(batch.tgt_out, label_smoothing=0.1, smooth_width=V)
+    loss.backward()
+    assert calls == []
+    assert out.log_probs.shape[:2] == batch.tgt_out.shape and len(calls) == 1

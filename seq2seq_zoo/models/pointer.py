@@ -119,9 +119,7 @@ class PointerGenerator(BiLSTMSeq2Seq):
 
     def _lazy_output(self, feats, a, extra, enc, att, aux):
         # the loss reads the mixture at the target and source words only (``copy_losses``)
-        out = self.output
-        h = out[0](self.drop(feats)) if isinstance(out, nn.Sequential) else self.drop(feats)
-        generator = out[-1] if isinstance(out, nn.Sequential) else out
+        h, generator = self._last_output_layer(feats)
         return CopyOutput(h, generator, self._gen_logit(extra), a, enc["src_ext"], enc["n_oov"], enc["src_same"],
                           enc["src_first"], att, aux)
 

@@ -177,6 +177,14 @@ class _Recurrent(Seq2Seq):
             return nn.Linear(in_dim, self.vocab_size)
         return nn.Sequential(nn.Linear(in_dim, self.hidden), nn.Linear(self.hidden, self.vocab_size))
 
+    def _last_output_layer(self, feats: torch.Tensor) -> tuple[torch.Tensor, nn.Linear]:
+        """(the input of P_vocab's last linear layer, that layer) for ``self.output(self.drop(feats))``: what a
+        loss that fuses the output layer takes (``kernels.LazyOutput``, ``pointer.CopyOutput``)."""
+        x = self.drop(feats)
+        if self.output_layers == 1:
+            return x, self.output
+        return self.output[0](x), self.output[1]
+
     def _tables(self) -> list[nn.Embedding]:
         return [self.src_embed] if self.tgt_embed is self.src_embed else [self.src_embed, self.tgt_embed]
 
@@ -251,8 +259,8 @@ class GRUSeq2Seq(_Recurrent):
         (h0,) = self._from_state(self.encode(batch))
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))           # E y_{t-1}
         s, _ = self.decoder(y, h0)                                         # s_t = GRU(s_{t-1}, y_{t-1})
-        if self.impl == "fast" and self.output_layers == 1:
-            return LazyOutput(self.drop(s), self.output, {})
+        if self.impl == "fast":   # the loss fuses the (last) output layer
+            return LazyOutput(*self._last_output_layer(s), {})
         log_probs = log_softmax_fp32(self.output(self.drop(s)))    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
         return StepOutput(log_probs)
 
@@ -481,8 +489,8 @@ class _Attentional(_Recurrent):
         if self.coverage and self.cov_loss_weight > 0:
             aux["coverage"] = self.cov_loss_weight * coverage_loss(a, batch.tgt_out != PAD_ID)
         att = {ATTENTION_NAME: a.unsqueeze(1)} if need_attention else {}   # (B, 1, T, S)
-        if extra is None and self.output_layers == 1:   # the loss fuses the output layer (kernels.LazyOutput)
-            return LazyOutput(self.drop(feats), self.output, att, aux)
+        if extra is None:   # the loss fuses the (last) output layer (kernels.LazyOutput)
+            return LazyOutput(*self._last_output_layer(feats), att, aux)
         lazy = self._lazy_output(feats, a, extra, enc, att, aux)
         if lazy is not None:
             return lazy

@@ -738,13 +738,54 @@ def measure_recurrent(name: str, shape: Shape, device: torch.device, plan: Plan,
         dec["speedup"] = dec["reference"]["seconds"] / dec["fast"]["seconds"]
         dec.update(output_bound(2.0 * fp["output"] * decode_rows(shape, dbatch.size), probe.gflops,
                                 dec["reference"]["seconds"]))
+        dec["vocabulary_s"] = vocabulary_work(fast, dbatch.size, shape.beams, shape.dec_len, device, default_dtype,
+                                              max(3, plan.rnn_iters))
+        dec["vocabulary_ceiling"] = dec["reference"]["seconds"] / dec["vocabulary_s"]
         progress(f"    {name} beam-{shape.beams} decoding ({precision_name(default_dtype)}): fast "
                  f"{dec['fast']['tokens_per_s']:.0f} tok/s, reference {dec['reference']['tokens_per_s']:.0f} tok/s "
-                 f"({dec['speedup']:.2f}x)")
+                 f"({dec['speedup']:.2f}x; the shared vocabulary work {dec['vocabulary_s']:.3g} s allows at most "
+                 f"{dec['vocabulary_ceiling']:.2f}x)")
     except RuntimeError as e:
         dec = {"error": str(e).splitlines()[0][:200]}
     out["decoding"] = dec
     return out
+
+
+def vocabulary_work(model, sources: int, beams: int, steps: int, device: torch.device, dtype,
+                    iters: int = 3) -> float:
+    """Seconds of the work over the vocabulary that every beam decoder of a recurrent ``model`` does, whichever
+    its implementation (``decode.beam_search`` over either ``impl``): at each step the output layer
+    (``model.output``, one or two layers, under ``generate``'s packed weights and the autocast) on the
+    hypotheses' features, the fp32 log-softmax (``kernels.log_softmax_fp32``) and each row's top 2K; one
+    hypothesis per source at the first step, ``beams`` after it (as ``decode_rows`` counts them). Median of
+    ``iters`` timed passes after one untimed. Its share of the reference's decoding time bounds what any
+    fast path can gain with this decoder: reference time / this time."""
+    from seq2seq_zoo.models.kernels import log_softmax_fp32, packed_linear_weights
+    out = model.output
+    first = out[0] if isinstance(out, torch.nn.Sequential) else out
+    g = torch.Generator().manual_seed(0)
+    hs = [torch.randn(n, first.in_features, generator=g).to(device) for n in (sources, sources * beams)]
+    was = model.training
+    model.eval()
+
+    def run():
+        for t in range(steps):
+            lp = log_softmax_fp32(out(hs[0 if t == 0 else 1]))
+            lp.topk(min(2 * beams, lp.size(-1)), -1)
+
+    try:
+        with torch.no_grad(), packed_linear_weights(model, sources * beams), autocast(device, dtype):
+            run()
+            times = []
+            for _ in range(iters):
+                sync(device)
+                t0 = time.perf_counter()
+                run()
+                sync(device)
+                times.append(time.perf_counter() - t0)
+    finally:
+        model.train(was)
+    return statistics.median(times)
 
 
 def output_bound(flops: float, peak_gflops: float | None, reference_s: float) -> dict[str, float]:
@@ -1524,6 +1565,13 @@ def recurrent_markdown(dev: dict[str, Any], shape: dict[str, Any]) -> list[str]:
     bounds += [f"{name} decoding {r['decoding']['ceiling']:.2f}x ({r['decoding']['output_s_at_peak']:.2f} of "
                f"{r['decoding']['reference']['seconds']:.2f} s)"
                for name, r in rec.items() if r.get("decoding", {}).get("ceiling")]
+    vocab = [f"{name} {r['decoding']['vocabulary_ceiling']:.2f}x ({r['decoding']['vocabulary_s']:.3g} of "
+             f"{r['decoding']['reference']['seconds']:.3g} s)"
+             for name, r in rec.items() if r.get("decoding", {}).get("vocabulary_ceiling")]
+    if vocab:
+        L += ["", "Bound on the decoding speed-up from the work both implementations share in the one beam decoder: "
+              "per step the output layer, the fp32 log-softmax and each row's top 2K over the vocabulary, timed alone "
+              "(first time in brackets; the reference's decoding time second): " + "; ".join(vocab) + "."]
     if bounds:
         L += ["", "Bound on the speed-up: both implementations do the same output-layer matmuls (training: 6 × output "
               "params × target tokens; beam decoding: 2 × output params × hypotheses, summed over the steps); at the "

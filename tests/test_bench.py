@@ -54,6 +54,7 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
         dec = rec["decoding"]
         assert dec["speedup"] == pytest.approx(dec["reference"]["seconds"] / dec["fast"]["seconds"])
         assert dec["ceiling"] == pytest.approx(dec["reference"]["seconds"] / dec["output_s_at_peak"])
+        assert dec["vocabulary_ceiling"] == pytest.approx(dec["reference"]["seconds"] / dec["vocabulary_s"])
     ec = dev["eval_cost"]
     assert ec["examples"] == 6 and ec["rouge"]["seconds"] > 0
     assert "seconds" in ec["bertscore"] or "error" in ec["bertscore"]
@@ -73,6 +74,7 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
     assert "| our Transformer | fp32 |" in md and "Hardware:" in md and "6 × params × tokens" in md
     assert "### Recurrent family" in md and "| bahdanau |" in md and "### Evaluation cost" in md
     assert "Bound: a call needs at least" in md and "Bound on the speed-up" in md
+    assert "Bound on the decoding speed-up from the work both implementations share" in md
 
 
 def test_flops_estimate_counts_matmul_params_per_stack():
@@ -468,6 +470,25 @@ def test_matmul_probe_is_timed_among_the_compared_calls():
     out = bench.measure_decoding(decs, bench.Plan(decode_iters=3), lambda s: None, probe=probe)
     assert set(out) == {"a", "b"} and len(probe.times) == 3 and calls == ["a", "b"] * 4   # warm-up + 3 rounds
     assert probe.gflops == pytest.approx(2 * 64 ** 3 / bench.median(probe.times) / 1e9)
+
+
+@pytest.mark.parametrize("output_layers", [1, 2])
+def test_vocabulary_work_runs_the_output_layer_on_each_steps_hypotheses(output_layers, monkeypatch):
+    """What the decoding bound times: the model's own output layer(s) on one row per source at the first step
+    and ``beams`` rows per source after it, then log-softmax and top 2K; the model's mode is restored."""
+    from seq2seq_zoo.registry import MODELS
+    model = MODELS.create("bahdanau", vocab_size=50, emb_dim=6, hidden=8, output_layers=output_layers)
+    rows, picks = [], []
+    last = model.output[-1] if output_layers == 2 else model.output
+    last.register_forward_hook(lambda m, i, o: rows.append(i[0].shape[0]))
+    real_topk = torch.Tensor.topk
+    monkeypatch.setattr(torch.Tensor, "topk", lambda self, k, *a, **kw: picks.append((self.dtype, k)) or
+                        real_topk(self, k, *a, **kw))
+    model.train()
+    t = bench.vocabulary_work(model, sources=3, beams=4, steps=5, device=torch.device("cpu"), dtype=None, iters=2)
+    assert t > 0 and model.training
+    assert rows == [3, 12, 12, 12, 12] * 3                        # one untimed pass and two timed ones
+    assert picks == [(torch.float32, 8)] * 15                     # the fp32 log-probs' top 2K
 
 
 def test_output_bound_is_the_output_layers_matmuls_at_the_peak():

@@ -520,3 +520,22 @@ def test_copy_models_fused_loss_equals_the_loss_of_their_log_probs(name):
             assert x is None or not bool(x.any())
         else:
             torch.testing.assert_close(x, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("fast", [True, False])
+def test_copy_mixture_without_gradient_is_the_same_tensor_written_in_place(dtype, fast):
+    """Decoding's ``copy_mixture`` (no gradient: the extended row written once and mixed in place) gives
+    exactly, bit for bit, what the differentiable form gives, with repeated source words, OOV words
+    and padding; with and without ``source_words``."""
+    from seq2seq_zoo.models.pointer import copy_mixture
+    h, gen, z, a, src_ext, n_oov, same, first, _ = _copy_case(dtype=dtype)
+    log_vocab = torch.log_softmax(gen(h), -1)
+    extra = (same, first) if fast else ()
+    with_grad = copy_mixture(log_vocab, z, a, src_ext, n_oov, *extra)
+    assert with_grad.requires_grad
+    with torch.no_grad():
+        without = copy_mixture(log_vocab, z, a, src_ext, n_oov, *extra)
+    assert not without.requires_grad and without.shape == (3, 5, V + n_oov)
+    assert torch.equal(without, with_grad.detach())
+    assert torch.equal(copy_mixture(log_vocab.detach(), z.detach(), a.detach(), src_ext, n_oov, *extra), without)

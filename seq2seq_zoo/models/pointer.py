@@ -152,14 +152,25 @@ def copy_mixture(log_vocab: torch.Tensor, z: torch.Tensor, a: torch.Tensor, src_
     every column. Each word is written from its first position (its repeats write the same value, without
     gradient). Columns the source does not hold keep log p_gen P_vocab exactly (the reference adds
     log(1 + (1 - p_gen) e^-1e4) there, which is 0 at any column with a finite log-prob)."""
-    gen = torch.cat([F.logsigmoid(z).unsqueeze(-1) + log_vocab,
-                     log_vocab.new_full((*log_vocab.shape[:-1], n_oov), NEG_BIG)], -1)     # log p_gen P_vocab
+    # without gradient (decoding) the (..., V + n_oov) result is written once and mixed in place: a beam step
+    # of pointer_generator made three copies of it (the sum, the concatenation, the scatter)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (log_vocab, z, a))
+    V = log_vocab.size(-1)
+    if grad:
+        gen = torch.cat([F.logsigmoid(z).unsqueeze(-1) + log_vocab,
+                         log_vocab.new_full((*log_vocab.shape[:-1], n_oov), NEG_BIG)], -1)   # log p_gen P_vocab
+    else:
+        gen = log_vocab.new_empty((*log_vocab.shape[:-1], V + n_oov))
+        torch.add(log_vocab, F.logsigmoid(z).unsqueeze(-1), out=gen[..., :V])
+        gen[..., V:] = NEG_BIG
     tiny = torch.finfo(gen.dtype).tiny
     if src_same is not None:
         index = src_ext.unsqueeze(1).expand(*a.shape)                                      # (B, T, S)
         copy = torch.bmm(a.to(gen.dtype), src_same.to(gen.dtype))                          # copy mass per position
         log_copy = torch.where(copy > 0, copy.clamp_min(tiny).log(), torch.full_like(copy, NEG_BIG))
         mixed = torch.logaddexp(gen.gather(-1, index), F.logsigmoid(-z).unsqueeze(-1) + log_copy)
+        if not grad:
+            return gen.scatter_(-1, index, mixed)
         mixed = torch.where(src_first.unsqueeze(1), mixed, mixed.detach())
         return gen.scatter(-1, index, mixed)
     index = src_ext.view(src_ext.size(0), *([1] * (a.dim() - 2)), src_ext.size(1)).expand_as(a)

@@ -776,16 +776,9 @@ def vocabulary_work(model, sources: int, beams: int, steps: int, device: torch.d
     try:
         with torch.no_grad(), packed_linear_weights(model, sources * beams), autocast(device, dtype):
             run()
-            times = []
-            for _ in range(iters):
-                sync(device)
-                t0 = time.perf_counter()
-                run()
-                sync(device)
-                times.append(time.perf_counter() - t0)
+            return median(interleaved({"vocabulary": run}, iters, device)["vocabulary"])
     finally:
         model.train(was)
-    return statistics.median(times)
 
 
 def output_bound(flops: float, peak_gflops: float | None, reference_s: float) -> dict[str, float]:

@@ -6,14 +6,19 @@ Length penalty (applied to the summed log-probability when ranking):
   gnmt: score / ((5 + len) / 6) ** alpha     (Wu et al. 2016)
   hf:   score / len ** alpha                 (Hugging Face ``length_penalty``)
   none: score
-Repetition penalty theta (``repetition_penalty_style``):
-  keskar (default; Keskar et al. 2019 as Hugging Face's ``repetition_penalty`` applies it): the logit of
-         a token already generated in the hypothesis is divided by theta if positive and multiplied by
-         theta if negative, then the softmax is taken again. Models leave their raw step logits in the
-         state (``state["logits"]``); a copy model's mixture has none, and its log-probs stand in for
-         them (all negative: p -> p^theta, renormalised).
+Repetition penalty theta (``repetition_penalty_style``), one rule for every model of a decode:
+  power (default): p -> p^theta for a token already generated in the hypothesis, then renormalised
+         (on the step's log-probs: log p * theta, log_softmax again). It needs only log-probs, so a copy
+         model's mixture and a plain softmax model follow the very same rule.
+  keskar (Keskar et al. 2019 as Hugging Face's ``repetition_penalty`` applies it): the logit of a token
+         already generated is divided by theta if positive and multiplied by theta if negative, then the
+         softmax is taken again. Models leave their raw step logits in the state (``state["logits"]``); a
+         copy model's mixture has none, and its log-probs stand in for them (all negative: the ``power``
+         rule), so under ``keskar`` copy and non-copy models follow different rules (tables say so).
   logprob: the log-prob of a generated token is multiplied by theta (p -> p^theta, not renormalised;
          the rule of the records made before the second-round correctness fixes).
+Never produced: <pad> and <bos> get -inf at every step of greedy, beam and sampled decoding, so an
+output never holds them (they are not valid outputs, and a <pad> fed back would be read as padding).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.
 Coverage penalty (Wu et al. 2016, beam search only, for models whose ``attention_coverage`` hook returns
 the summed attention and the source mask of a decoder state: the attention RNNs and the pointer-generator):
@@ -29,6 +34,8 @@ from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seq2seq_zoo.models.kernels import packed_linear_weights
 
 NEG = float("-inf")
+NEVER = (PAD_ID, BOS_ID)   # ids no decoder may produce
+REPETITION_RULES = ("power", "keskar", "logprob")
 
 
 def length_penalty(length: torch.Tensor, alpha: float, style: str) -> torch.Tensor:
@@ -61,25 +68,34 @@ def block_ngrams(lp: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor
     return lp
 
 
-def penalise_repeats(lp: torch.Tensor | None, tokens: torch.Tensor, penalty: float, style: str = "keskar",
+def penalise_repeats(lp: torch.Tensor | None, tokens: torch.Tensor, penalty: float, style: str = "power",
                      logits: torch.Tensor | None = None) -> torch.Tensor:
     """The repetition penalty on one step's log-probs ``lp`` (N, V) given the tokens (N, t) generated so
-    far; ``logits``: the model's raw logits of the step (same width), used by ``keskar`` when given."""
+    far; ``logits``: the model's raw logits of the step (same width), used by ``keskar`` alone."""
+    if style not in REPETITION_RULES:
+        raise ValueError(f"unknown repetition_penalty_style {style!r}")
     if lp is not None and (penalty == 1.0 or tokens.size(1) == 0):
         return lp    # before the fp32 copy of the logits below: a (hypotheses x V) copy per step for nothing
-    if logits is not None and (lp is None or logits.shape == lp.shape):
+    if style == "keskar" and logits is not None and (lp is None or logits.shape == lp.shape):
         z = logits.float()
     else:
-        z, logits = lp, None
+        z, logits = (lp if lp is not None else torch.log_softmax(logits.float(), -1)), None
     if penalty == 1.0 or tokens.size(1) == 0:
         return lp if lp is not None else torch.log_softmax(z, -1)
     seen = torch.zeros_like(z, dtype=torch.bool).scatter_(1, tokens, True)
     seen[:, PAD_ID] = False
     if style == "logprob":
-        return torch.where(seen, lp * penalty, lp)
-    if style != "keskar":
-        raise ValueError(f"unknown repetition_penalty_style {style!r}")
+        return torch.where(seen, z * penalty, z)
+    if style == "power" or logits is None:   # keskar without logits (a copy model): log p stands in, = power
+        return torch.log_softmax(torch.where(seen, z * penalty, z), -1)
     return torch.log_softmax(torch.where(seen, torch.where(z > 0, z / penalty, z * penalty), z), -1)
+
+
+def mask_never(lp: torch.Tensor) -> torch.Tensor:
+    """<pad> and <bos> can never be produced: -inf in a step's log-probs (N, V), in place."""
+    for i in NEVER:      # basic indexing: no index tensor copied to the device each step
+        lp[:, i] = NEG
+    return lp
 
 
 def coverage_penalty(coverage: tuple[torch.Tensor, torch.Tensor] | None, beta: float) -> torch.Tensor | None:
@@ -92,8 +108,9 @@ def coverage_penalty(coverage: tuple[torch.Tensor, torch.Tensor] | None, beta: f
 
 
 def _adjust(lp, tokens, step, cfg: DecodeConfig, logits=None):
-    lp = penalise_repeats(lp, tokens, cfg.repetition_penalty, getattr(cfg, "repetition_penalty_style", "keskar"),
+    lp = penalise_repeats(lp, tokens, cfg.repetition_penalty, getattr(cfg, "repetition_penalty_style", "power"),
                           logits)
+    lp = mask_never(lp)
     if step < cfg.min_len:
         lp[:, EOS_ID] = NEG
     return block_ngrams(lp, tokens, cfg.no_repeat_ngram)
@@ -110,8 +127,8 @@ def _step(model, state, prev):
 def rollout(model, batch, max_len: int, sample: bool = False, generator: torch.Generator | None = None,
             cfg: DecodeConfig | None = None):
     """One hypothesis per example, step by step through ``encode`` / ``decode_step``: the argmax
-    (greedy) or a multinomial sample (temperature 1, over every token but <pad> and <bos>, which are
-    never valid outputs) at each step. ``cfg``: apply its ``min_len``, repetition penalty and n-gram
+    (greedy) or a multinomial sample (temperature 1) at each step, <pad> and <bos> masked out of both
+    (never valid outputs). ``cfg``: apply its ``min_len``, repetition penalty and n-gram
     blocking before choosing (greedy decoding for evaluation).
 
     Returns ids (B, T) with PAD after each sequence's EOS (EOS kept) and, when sampling, log p(y_t)
@@ -123,7 +140,7 @@ def rollout(model, batch, max_len: int, sample: bool = False, generator: torch.G
     device = batch.src.device
     prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    never = torch.tensor([PAD_ID, BOS_ID], device=device)
+    never = torch.tensor(NEVER, device=device)
     ids, lps = [], []
     for step in range(max_len):
         lp, state, logits = _step(model, state, prev)
@@ -135,6 +152,8 @@ def rollout(model, batch, max_len: int, sample: bool = False, generator: torch.G
             if cfg is not None:
                 history = torch.stack(ids, 1) if ids else torch.empty((B, 0), dtype=torch.long, device=device)
                 lp = _adjust(lp, history, step, cfg, logits)
+            else:
+                lp = lp.index_fill(1, never, NEG)
             tok = lp.argmax(-1)
         tok = tok.masked_fill(done, PAD_ID)           # nothing after EOS counts
         ids.append(tok)

@@ -444,16 +444,16 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
 def test_keskar_penalty_divides_positive_and_multiplies_negative_logits_before_the_softmax():
     logits = torch.tensor([[0.0, 0.1, 0.2, 0.3, 2.0, -1.0, 0.5, 3.0]])
     tokens = torch.tensor([[4, 5]])
-    out = penalise_repeats(None, tokens, 2.0, logits=logits)     # default style: keskar (HF's rule)
+    out = penalise_repeats(None, tokens, 2.0, "keskar", logits=logits)     # HF's rule
     want = torch.log_softmax(torch.tensor([[0.0, 0.1, 0.2, 0.3, 1.0, -2.0, 0.5, 3.0]]), -1)
     torch.testing.assert_close(out, want)
     # a confident repeat really drops: p = 0.9 from logits (log 9, 0) -> theta 1.2 -> logit log(9)/1.2
     conf = torch.tensor([[-1e4, -1e4, -1e4, -1e4, math.log(9.0), 0.0]])
-    p = penalise_repeats(None, torch.tensor([[4]]), 1.2, logits=conf).exp()[0, 4].item()
+    p = penalise_repeats(None, torch.tensor([[4]]), 1.2, "keskar", logits=conf).exp()[0, 4].item()
     assert p == pytest.approx(9 ** (1 / 1.2) / (9 ** (1 / 1.2) + 1), abs=1e-6) and p < 0.865
     # without logits (a copy model's mixture) the log-probs stand in for them: p^theta, renormalised
     lp = torch.log(torch.tensor([[1e-30, 1e-30, 1e-30, 1e-30, 0.9, 0.1]]))
-    out = penalise_repeats(lp, torch.tensor([[4]]), 1.2).exp()
+    out = penalise_repeats(lp, torch.tensor([[4]]), 1.2, "keskar").exp()
     assert out.sum().item() == pytest.approx(1.0) and out[0, 4].item() == pytest.approx(0.9 ** 1.2 / (0.9 ** 1.2 + 0.1))
     # the old rule, by name: log-probs times theta, not renormalised
     old = penalise_repeats(lp, torch.tensor([[4]]), 1.2, style="logprob").exp()

@@ -167,7 +167,7 @@ def test_repetition_penalty_in_beam_lowers_repeated_tokens_only(penalty):
 
 @pytest.mark.parametrize("penalty", [1.5, 2.0])
 def test_keskar_repetition_penalty_in_beam_renormalises(penalty):
-    """The default rule on a model without logits (its log-probs stand in): a repeated 'a' gets
+    """The default rule (power; keskar on a model without logits is the same): a repeated 'a' gets
     log_softmax of its log-prob times the penalty against the others' -50 (about 0 here: the penalty
     on a near-certain repeat is renormalised away), and the step-3 EOS is unchanged up to renormalising."""
     table = {0: {A: -0.5}, 1: {A: -0.5}, 2: {A: -0.5}, 3: {EOS_ID: -1.5}}
@@ -190,7 +190,7 @@ def test_report_states_the_exact_length_penalty_formulas():
     assert "len^1.2" in describe(d | {"length_penalty_style": "hf", "length_penalty": 1.2})
     assert "none" in describe(d | {"length_penalty_style": "none"})
     text = describe(d | {"no_repeat_ngram": 3, "repetition_penalty": 1.2, "min_len": 5, "max_len": 40})
-    for s in ("beam 4", "no_repeat_ngram 3", "repetition_penalty 1.2 (keskar", "min_len 5", "max_len 40"):
+    for s in ("beam 4", "no_repeat_ngram 3", "repetition_penalty 1.2 (power", "min_len 5", "max_len 40"):
         assert s in text
     assert "(logprob" in describe(d | {"repetition_penalty": 1.2, "repetition_penalty_style": "logprob"})
     assert describe(d | {"method": "greedy"}).startswith("greedy")

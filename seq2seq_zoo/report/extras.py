@@ -31,9 +31,11 @@ def describe(d: dict) -> str:
     text = (f"{head}, min_len {d['min_len']}, max_len {d['max_len']}, no_repeat_ngram {d['no_repeat_ngram']}, "
             f"repetition_penalty {d['repetition_penalty']}")
     if d["repetition_penalty"] != 1.0:  # records made before the rule was an option used logprob
-        text += (" (keskar: seen tokens' logits divided by it if positive, multiplied if negative, then softmax)"
-                 if d.get("repetition_penalty_style", "logprob") == "keskar" else
-                 " (logprob: seen tokens' log-probs multiplied by it, not renormalised)")
+        text += {"keskar": " (keskar: seen tokens' logits divided by it if positive, multiplied if negative, then "
+                           "softmax; copy models, which have no logits: p^theta renormalised)",
+                 "power": " (power: seen tokens' p -> p^theta, renormalised; the same rule for every model)"}.get(
+            d.get("repetition_penalty_style", "logprob"),
+            " (logprob: seen tokens' log-probs multiplied by it, not renormalised)")
     if d.get("coverage_penalty"):
         text += f", coverage_penalty {d['coverage_penalty']}"
     return text

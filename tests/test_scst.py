@@ -70,7 +70,8 @@ def test_gradient_raises_logp_of_sample_that_beats_greedy(sign):
 
 
 def test_gamma_zero_is_exactly_cross_entropy():
-    vocab, data, model, cfg = setup(rl_gamma=0.0)
+    """With ``rl_ml_scale = "token"``; the default scale is checked in test_decoding_objectives.py."""
+    vocab, data, model, cfg = setup(rl_gamma=0.0, rl_ml_scale="token")
     model.eval()
     batch = collate(data[:4])
     torch.manual_seed(1)

@@ -87,7 +87,9 @@ def _rl_rule(s: dict) -> str:
     if s.get("rl_logp") is None:
         return "loss_rl with mean_t log p(sample), <pad>/<bos> not masked in sampling (before the second-round correctness fixes)"
     how = "sum_t log p(sample) (Paulus et al. eq. 15)" if s["rl_logp"] == "sum" else "mean_t log p(sample)"
-    return f"loss_rl with {how}; sampling {s.get('sampling')}"
+    ml = ("loss_ml summed over each target's tokens, mean over the batch (eq. 14, the scale of loss_rl)"
+          if s.get("rl_ml_scale") == "sequence" else "loss_ml as the mean over target tokens")
+    return f"loss_rl with {how}; {ml}; sampling {s.get('sampling')}"
 
 
 def objective_lines(records: list[dict]) -> list[str]:

@@ -83,7 +83,13 @@ def scst_loss(logp: torch.Tensor, sample_ids: torch.Tensor, r_sample: torch.Tens
 class SelfCritical(Objective):
     """Self-critical policy gradient (Rennie et al. 2017) with the mixed loss of Paulus et al. (2018):
 
-        loss = gamma * loss_rl + (1 - gamma) * loss_ce
+        loss = gamma * loss_rl + (1 - gamma) * loss_ml                      (eq. 16)
+
+    on one scale: both terms are per-sequence sums over tokens, averaged over the batch, as in the
+    paper's eq. 14 (loss_ml = -sum_t log p(y*_t)) and eq. 15 (loss_rl = (r(y^) - r(y^s)) sum_t log
+    p(y^s_t)). ``train.rl_ml_scale = "token"`` takes loss_ml as the mean over target tokens instead (the
+    records made before this rule: at ~22-token summaries the ML term then weighs ~1/22 of the paper's).
+    The model's auxiliary losses (coverage) are added to loss_ml as they are, as in cross-entropy training.
 
     y^s is sampled (multinomial, temperature 1, <pad> and <bos> masked out) and y^ decoded greedily from the same model in the same
     step; the reward is ``train.rl_reward`` against the first reference. ``gamma`` is ``train.rl_gamma``,
@@ -101,6 +107,9 @@ class SelfCritical(Objective):
         self.gamma1 = cfg.rl_gamma if cfg.rl_gamma_end is None else cfg.rl_gamma_end
         self.max_len = cfg.rl_max_len
         self.logp_reduce = getattr(cfg, "rl_logp", "sum")
+        self.ml_scale = getattr(cfg, "rl_ml_scale", "sequence")
+        if self.ml_scale not in ("sequence", "token"):
+            raise ValueError(f"unknown rl_ml_scale {self.ml_scale!r}")
         self.reward = RewardFunction(cfg.rl_reward, cfg.rl_repetition_penalty)
         self.totals = {"steps": 0, "reward_seconds": 0.0, "sample_reward": 0.0, "greedy_reward": 0.0,
                        "examples": 0, "sample_len": 0.0}
@@ -122,8 +131,8 @@ class SelfCritical(Objective):
         self.totals["reward_seconds"] += time.perf_counter() - t0
         loss_rl = scst_loss(logp, sample, r_s, r_g, self.logp_reduce)
         if gamma < 1.0:
-            loss_ce, stats = self.ce(model, batch)
-            loss = gamma * loss_rl + (1.0 - gamma) * loss_ce
+            loss_ml, stats = self.ml_loss(model, batch)
+            loss = gamma * loss_rl + (1.0 - gamma) * loss_ml
         else:
             tokens = int((batch.tgt_out != PAD_ID).sum())
             loss, stats = loss_rl, {"nll_sum": 0.0, "tokens": tokens}
@@ -136,11 +145,27 @@ class SelfCritical(Objective):
         stats.update(loss_rl=float(loss_rl.detach()), gamma=gamma)
         return loss, stats
 
+    def ml_loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        """loss_ml of eq. 14: the teacher-forced token losses (label smoothing included) summed over each
+        target sequence and averaged over the batch (``rl_ml_scale = "token"``: averaged over tokens),
+        plus the model's auxiliary losses."""
+        if self.ml_scale == "token":
+            return self.ce(model, batch)
+        out = model(batch)
+        loss_sum, nll_sum, n = out.token_losses(batch.tgt_out, self.label_smoothing, model.vocab_size)
+        loss = loss_sum / max(batch.tgt_out.size(0), 1)
+        stats = {"nll_sum": float(nll_sum.detach()), "tokens": n}
+        for name, aux in out.aux_losses.items():
+            loss = loss + aux
+            stats[name] = float(aux.detach())
+        return loss, stats
+
     def summary(self) -> dict[str, float]:
         t, n = self.totals, max(self.totals["examples"], 1)
         return {"steps": t["steps"], "reward_seconds": t["reward_seconds"], "mean_sample_reward": t["sample_reward"] / n,
                 "mean_greedy_reward": t["greedy_reward"] / n, "mean_sample_len": t["sample_len"] / n,
                 "gamma_start": self.gamma0, "gamma_end": self.gamma1, "rl_logp": self.logp_reduce,
+                "rl_ml_scale": self.ml_scale,
                 "sampling": "multinomial, temperature 1, <pad>/<bos> masked out"}
 
 

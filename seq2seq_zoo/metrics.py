@@ -9,6 +9,7 @@ length     mean prediction and reference length in words.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -40,16 +41,34 @@ def sentences_newline(text: str) -> str:
     return "\n".join(s for line in text.strip().splitlines() for s in _splitter().tokenize(line.strip()) if s)
 
 
+# The unknown-word token in predictions: the suite's <unk> (also inside "<unk>'s") and the corpus
+# placeholder UNK (Gigaword's, which an extractive baseline copies from the source) as a whole word.
+_UNK = re.compile(r"<unk>|(?<![\w<])UNK(?![\w>])")
+ROUGE_UNK_RULES = {
+    "match": "match (a predicted <unk> or UNK is read by rouge-score's tokenizer as the word 'unk' and "
+             "matches a reference's UNK)",
+    "strip": "strip (<unk> and the word UNK removed from predictions before scoring; references unchanged)"}
+
+
+def strip_unk(text: str) -> str:
+    """``text`` without the unknown-word token (``eval.rouge_unk = "strip"``); spaces collapsed, lines kept."""
+    return "\n".join(" ".join(_UNK.sub(" ", line).split()) for line in text.split("\n")).strip()
+
+
 @register_metric("rouge")
 def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool = True,
-          per_example: dict | None = None, **_):
+          per_example: dict | None = None, rouge_unk: str = "match", **_):
     """ROUGE-1/2/3/L/Lsum F1 (rouge-score, stemming), mean and max over references. ``per_example``
-    (a dict) receives each example's F1 x 100 per type and reference rule (rouge1, rouge1_max, ...)."""
+    (a dict) receives each example's F1 x 100 per type and reference rule (rouge1, rouge1_max, ...).
+    ``rouge_unk``: "match" scores a predicted <unk> like any word (rouge-score reads "<unk>" and "UNK"
+    alike as "unk", so it earns credit against a reference's UNK); "strip" removes it first."""
     from rouge_score import rouge_scorer
+    if rouge_unk not in ROUGE_UNK_RULES:
+        raise ValueError(f"unknown rouge_unk rule {rouge_unk!r}; use one of {', '.join(ROUGE_UNK_RULES)}")
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=stemmer)
     per = {t: {"mean": [], "max": []} for t in ROUGE_TYPES}
     for pred, refs in zip(predictions, references):
-        p = sentences_newline(pred)
+        p = sentences_newline(strip_unk(pred) if rouge_unk == "strip" else pred)
         f = {t: [] for t in ROUGE_TYPES}
         for ref in refs:
             s = scorer.score(sentences_newline(ref), p)
@@ -72,7 +91,8 @@ def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool 
     settings = {"implementation": "rouge-score (Google)", "stemmer": stemmer, "score": "F1 x 100",
                 "rougeLsum_sentences": "nltk Punkt, untrained, abbreviations " + " ".join(ROUGE_LSUM_ABBREVIATIONS),
                 "multi_reference": "mean over references (rougeX) and max over references (rougeX_max)"
-                if multi else "single reference"}
+                if multi else "single reference",
+                "label": f"ROUGE (unk: {rouge_unk})", "unk": ROUGE_UNK_RULES[rouge_unk]}
     return scores, settings
 
 

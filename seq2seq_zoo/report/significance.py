@@ -57,8 +57,9 @@ def _example_scores(row: dict) -> dict[str, dict[str, float]]:
     names = [m for m in RESCORED if m in row["eval"]["settings"] or m in ("rouge", "length", "repetition")]
     per: dict[str, list[float]] = {}
     stemmer = row["eval"]["settings"].get("rouge", {}).get("stemmer", True)
+    unk = "strip" if str(row["eval"]["settings"].get("rouge", {}).get("unk", "match")).startswith("strip") else "match"
     evaluate([p["prediction"] for p in preds], [p["references"] for p in preds], names, per_example=per,
-             stemmer=stemmer)
+             stemmer=stemmer, rouge_unk=unk)
     write_scores(d, [str(p["id"]) for p in preds], per,
                  note="scored by zoo report from predictions.jsonl (the record predates per-example scores)")
     return read_scores(d) or {}

@@ -150,11 +150,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decode.* settings to change, e.g. beam_size=8,length_penalty=1.0,"
                         "length_penalty_style=hf,no_repeat_ngram=3,repetition_penalty=1.2,min_len=10,"
                         "method=greedy")
+    p.add_argument("--rouge-unk", choices=("match", "strip"), default=None,
+                   help="re-scoring only: how ROUGE treats a predicted <unk> (match: like any word, so it "
+                        "scores against a reference's UNK; strip: removed first); default: match")
     p.add_argument("--name", help="name of this decoding in tables (default: made from the settings)")
     p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
     p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")
     p.add_argument("--force", action="store_true", help="decode again even if NAME was already decoded; with "
                                                          "--save, score again what already holds the metrics")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--debug", action="store_true")
+
+    p = sub.add_parser("tune", help="score a grid of decoding settings on the validation split of a finished run",
+                       description="Decode the VALIDATION split of a finished run's best checkpoint once per "
+                                   "combination of the --grid values (decode.* settings changed from the run's "
+                                   "own) and print validation ROUGE per combination, best first. Writes nothing "
+                                   "into the run: choose the decoding here, then decode the test split with "
+                                   "`zoo eval RUN --decode ...` or the experiment file.",
+                       epilog="Example:\n  zoo tune results/dialogsum_transformer/strong-seed1 "
+                              "--grid beam_size=1,4 length_penalty=0.6,1.0",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir")
+    p.add_argument("--grid", nargs="+", required=True, metavar="KEY=V1,V2,...",
+                   help="decode.* settings and the values to try, e.g. beam_size=1,4 length_penalty=0.6,1.0")
+    p.add_argument("--max-examples", type=_positive_int, default=None,
+                   help="score the first N validation examples only (default: all after data.max_valid)")
+    p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
+    p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--debug", action="store_true")
 
@@ -266,7 +289,8 @@ def _main(argv: list[str] | None) -> int:
     old_term = _sigterm_like_ctrl_c()
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
-                "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench}[args.cmd](args) or 0
+                "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench,
+                "tune": cmd_tune}[args.cmd](args) or 0
     except BrokenPipeError:  # stdout closed early (zoo run EXP --dry-run | head): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that flushing at exit does not raise again
@@ -764,6 +788,8 @@ def cmd_eval(args) -> int:
     _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
     if getattr(args, "data_dir", None):
         _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+    if args.rouge_unk and (args.decode is not None or args.save):
+        raise UserError("--rouge-unk goes with plain re-scoring; runs and their variants score with eval.rouge_unk")
     if args.decode is not None:
         if args.save:
             raise UserError("--save goes with --metrics (re-scoring); a re-decoded run (--decode) keeps its scores anyway")
@@ -777,7 +803,7 @@ def cmd_eval(args) -> int:
                         "only prints re-scored metrics")
     rows = read_predictions(Path(args.run_dir))
     scores, settings = evaluate([r["prediction"] for r in rows], [r["references"] for r in rows],
-                                args.metrics or ["rouge"])
+                                args.metrics or ["rouge"], rouge_unk=args.rouge_unk or "match")
     print(json.dumps({"n_examples": len(rows), "scores": scores, "settings": settings}, indent=2))
     return 0
 
@@ -896,6 +922,25 @@ def _eval_decode(args) -> int:
                           "scores": recs[0]["eval"]["scores"],
                           "train_sample": (recs[0]["train_sample"] or {}).get("scores")}, indent=2))
     _rebuild_report(run_dir)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- tune
+def cmd_tune(args) -> int:
+    """zoo tune RUN_DIR --grid KEY=V1,V2 ...: validation ROUGE per decoding setting; writes nothing."""
+    from seq2seq_zoo.evaluation import parse_grid, tune_decoding, tune_table
+    from seq2seq_zoo.inference import run_spec
+    _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
+    if args.data_dir:
+        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+    grid = parse_grid(args.grid)
+    rows = tune_decoding(args.run_dir, grid, data_dir=args.data_dir, device=args.device,
+                         max_examples=args.max_examples or 0, progress=not args.no_progress,
+                         log=lambda m: print(m, file=sys.stderr))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(tune_table(rows, getattr(run_spec(args.run_dir).eval, "rouge_unk", "match")))
     return 0
 
 

@@ -78,6 +78,8 @@ class TrainConfig:
     rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
     rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
     rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
+    rl_ml_scale: str = "sequence"                 # scst: L_ml summed over tokens, mean over batch (Paulus eq. 14,
+                                                  # the scale of L_rl) | token: mean over target tokens
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
 
@@ -92,7 +94,8 @@ class DecodeConfig:
     max_len: int = 60
     no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
     repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
-    repetition_penalty_style: str = "keskar"      # keskar: on the logits, then softmax (HF) | logprob: lp * theta
+    repetition_penalty_style: str = "power"       # power: p^theta renormalised, every model | keskar: on the logits,
+                                                  # then softmax (HF; copy models: power) | logprob: lp * theta
     coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
 
@@ -102,6 +105,8 @@ class EvalConfig:
     metrics: list[str] = field(default_factory=lambda: ["rouge"])
     split: str = "test"
     rouge_stemmer: bool = True
+    rouge_unk: str = "match"                      # match: a predicted <unk> scores against a reference's UNK
+                                                  # (rouge-score reads both as "unk") | strip: <unk> removed first
     bertscore_model: str = "auto"                 # auto: roberta-large if cached, else all-MiniLM-L6-v2
     bertscore_layers: int | None = None
     bertscore_batch_size: int = 64
@@ -109,6 +114,22 @@ class EvalConfig:
                                                   # (0.05 = the seeds' 1/20 sample), drawn with the run seed
     examples: list[str] | None = None             # ids (train or eval split) shown in the report; None =
     examples_per_split: int = 2                   # this many per split, picked with a fixed seed (0)
+
+
+# Settings added after records were made: a record without the key ran with this value.
+LEGACY_VALUES = {"eval.rouge_unk": "match", "train.rl_ml_scale": "token",
+                 "decode.repetition_penalty_style": "logprob"}
+
+
+def inert_settings(flat: dict[str, Any]) -> set[str]:
+    """Flat ``section.key`` settings that cannot change a run's results given its other settings: the
+    repetition rule without a repetition penalty, SCST's ML scale for another objective."""
+    out = set()
+    if flat.get("decode.repetition_penalty", 1.0) == 1.0:
+        out.add("decode.repetition_penalty_style")
+    if flat.get("train.objective", "ce") != "scst":
+        out.add("train.rl_ml_scale")
+    return out
 
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
@@ -364,8 +385,10 @@ _CHOICES = {
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
     "length_penalty_style": ("gnmt", "hf", "none"),
-    "repetition_penalty_style": ("keskar", "logprob"),
+    "repetition_penalty_style": ("power", "keskar", "logprob"),
     "rl_logp": ("sum", "mean"),
+    "rl_ml_scale": ("sequence", "token"),
+    "rouge_unk": ("match", "strip"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
     "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),

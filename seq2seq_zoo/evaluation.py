@@ -156,6 +156,7 @@ def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device,
           per_example: dict | None = None) -> tuple[dict, dict]:
     """The run's ``eval.metrics`` with its settings: (scores, settings)."""
     return evaluate(preds, refs, spec.eval.metrics, per_example=per_example, stemmer=spec.eval.rouge_stemmer,
+                    rouge_unk=getattr(spec.eval, "rouge_unk", "match"),
                     bertscore_model=spec.eval.bertscore_model, bertscore_layers=spec.eval.bertscore_layers,
                     bertscore_batch_size=spec.eval.bertscore_batch_size, device=str(device))
 
@@ -334,3 +335,89 @@ def parse_variant_arg(text: str, name: str | None) -> tuple[str, dict[str, Any]]
     if not re.fullmatch(r"[\w.-]+", name):
         name = re.sub(r"[^\w.-]+", "_", name)
     return name, over
+
+
+# ------------------------------------------------------------------- choosing decoding on validation
+def parse_grid(items: list[str]) -> list[dict[str, Any]]:
+    """``["beam_size=1,4", "length_penalty=0.6,1.0"]`` -> every combination as checked decode.*
+    overrides (the first key varies slowest). A key given twice is an error."""
+    import itertools
+    axes: dict[str, list[Any]] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--grid: {item!r} is not KEY=V1,V2,... (e.g. beam_size=1,4)")
+        key, values = (x.strip() for x in item.split("=", 1))
+        if key in axes:
+            raise ConfigError(f"--grid: {key} is given twice; list its values once, comma-separated")
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not vals:
+            raise ConfigError(f"--grid: {key} has no values (e.g. {key}=1,4)")
+        axes[key] = [parse_decode_overrides(f"{key}={v}", where="--grid")[key] for v in vals]
+    if not axes:
+        raise ConfigError("--grid: no settings given (e.g. --grid beam_size=1,4 length_penalty=0.6,1.0)")
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+def tune_decoding(run_dir: str | Path, grid: list[dict[str, Any]], *, data_dir: str | None = None,
+                  config_dir: str | None = None, device: str | None = None, max_examples: int = 0,
+                  progress: bool = False, log: Callable[[str], None] = print) -> list[dict]:
+    """Decode the VALIDATION split of a finished run's best checkpoint once per grid point (decode.*
+    overrides on the run's own decoding) and score it with the run's ROUGE settings. Writes nothing.
+    Returns one row per grid point, in grid order: {"settings": overrides, "decode": full settings,
+    "n_examples", "rouge1", "rouge2", "rougeL", "pred_len"}. ``max_examples``: the first N (0 = all)."""
+    from seq2seq_zoo.results import read_record
+    run_dir = Path(run_dir)
+    rec_path = run_dir / "record.json"
+    if not rec_path.is_file():
+        raise MissingFile(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
+    run_rec = read_record(rec_path)
+    if run_rec.get("baseline"):
+        raise ConfigError(f"{run_dir}: a baseline has no decoder to tune (its own k is chosen on validation)")
+    spec = run_spec(run_dir, run_rec)
+    cfgs = []
+    for over in grid:
+        cfg = dataclasses.replace(spec.decode, **over)
+        too_long = decode_too_long(cfg, spec.data)
+        if too_long:
+            raise ConfigError(f"--grid {over}: {too_long}")
+        cfgs.append(cfg)
+    trained = load_trained_run(run_dir, "best.pt", purpose="tuning the decoding", record=run_rec)
+    if spec.train.threads:
+        torch.set_num_threads(spec.train.threads)
+    dev = pick_device(device or spec.train.device)
+    dtype = autocast_dtype(spec.train.precision, dev)
+    model = trained.model.to(dev).eval()
+    recorded = (run_rec.get("data") or {}).get("data_dir")
+    if config_dir is None and recorded and (Path(recorded) / spec.data.dataset).is_dir():
+        config_dir = recorded
+    root = resolve_data_dir(spec.data.dataset, data_dir, config_dir, spec.data.options)
+    valid = select_splits(spec, root, ("validation",))["validation"]
+    if max_examples:
+        valid = valid[:max_examples]
+    if not valid:
+        raise DataError(f"{run_dir}: the validation split is empty (data.max_valid?); nothing to tune on")
+    data = encode_examples(valid, trained.vocab, text_config(spec.data), spec.data.max_src_len, spec.data.max_tgt_len)
+    refs = [e.references for e in data]
+    rows = []
+    for over, cfg in zip(grid, cfgs):
+        preds = decode_split(model, data, trained.vocab, cfg, dev, dtype, progress)
+        sc, _ = evaluate(preds, refs, ["rouge"], stemmer=spec.eval.rouge_stemmer,
+                         rouge_unk=getattr(spec.eval, "rouge_unk", "match"))
+        row = {"settings": over, "decode": dataclasses.asdict(cfg), "n_examples": len(preds),
+               **{k: sc[k] for k in ("rouge1", "rouge2", "rougeL", "pred_len")}}
+        log(f"{', '.join(f'{k}={v}' for k, v in over.items())}: ROUGE-1 {row['rouge1']:.2f}")
+        rows.append(row)
+    return rows
+
+
+def tune_table(rows: list[dict], rouge_unk: str = "match") -> str:
+    """The rows of ``tune_decoding`` as a Markdown table, best validation ROUGE-1 first."""
+    keys = list(dict.fromkeys(k for r in rows for k in r["settings"]))
+    head = keys + ["val ROUGE-1", "val ROUGE-2", "val ROUGE-L", "length"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in sorted(rows, key=lambda r: -r["rouge1"]):
+        lines.append("| " + " | ".join([str(r["settings"].get(k, "")) for k in keys]
+                                        + [f"{r[m]:.2f}" for m in ("rouge1", "rouge2", "rougeL")]
+                                        + [f"{r['pred_len']:.1f}"]) + " |")
+    n = rows[0]["n_examples"] if rows else 0
+    return "\n".join(lines) + f"\n\nvalidation split, {n} examples; ROUGE (unk: {rouge_unk}), F1 x 100"

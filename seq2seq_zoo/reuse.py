@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config import RunSpec
+from seq2seq_zoo.config import LEGACY_VALUES, RunSpec, inert_settings
 from seq2seq_zoo.errors import UserError
 from seq2seq_zoo.registry import model_options
 from seq2seq_zoo.results import write_record
@@ -50,7 +50,13 @@ def comparable(spec: dict) -> dict[str, Any]:
         defaults = {}
     d["model_options"] = {**defaults, **d.get("model_options", {})}
     d["train"] = {k: v for k, v in d.get("train", {}).items() if k not in _PLACEMENT}
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in _flat(d).items()}
+    flat = _flat(d)
+    for k, v in LEGACY_VALUES.items():   # a record made before the key existed ran with its old value
+        if k.split(".")[0] in d and k not in flat:
+            flat[k] = v
+    for k in inert_settings(flat):       # settings that cannot change this run's results
+        flat.pop(k, None)
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in flat.items()}
 
 
 def differences(a: dict, b: dict) -> list[str]:

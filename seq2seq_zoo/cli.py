@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  zoo report\n  zoo list\n  zoo data download dialogsum --data-dir data\n"
                "  zoo summarize results/smoke/tiny < dialogue.txt",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    from seq2seq_zoo import __version__
+    ap.add_argument("--version", action="version", version=f"seq2seq-zoo {__version__}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
 
     p = sub.add_parser("run", help="train, evaluate and report every run of an experiment",
@@ -113,11 +115,36 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--data-dir")
     d.add_argument("--debug", action="store_true")
 
-    p = sub.add_parser("summarize", help="summarise text (stdin or --file) with a trained run")
-    p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
+    p = sub.add_parser("summarize", help="summarise text (stdin, --file, or many with --input) with a trained run",
+                       description="Without --input: the whole of stdin (or --file) is one text. With --input: "
+                                   "one text per line (a JSON object's --field, or the line itself), summarised "
+                                   "in batches; one JSON object per line to --output (default: stdout).")
+    p.add_argument("run_dir", help="a run folder (e.g. results/smoke/tiny) or a folder written by `zoo export`")
     p.add_argument("--file", help="input text file (default: stdin)")
+    p.add_argument("--input", metavar="FILE", help="many texts: a .jsonl file or plain lines ('-': stdin)")
+    p.add_argument("--output", metavar="FILE", help="with --input: where the jsonl goes (default: stdout)")
+    p.add_argument("--field", help="with --input: the JSON key holding the text (default: the first of text, "
+                                   "source, dialogue, document that is present)")
+    p.add_argument("--batch-size", type=_positive_int, default=16, help="texts per batch (default: 16)")
+    p.add_argument("--checkpoint", default="best.pt", help="of a run folder: best.pt (default), last.pt, averaged.pt")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--beam-size", type=_positive_int, help="beam size (default: the run's decode.beam_size)")
     p.add_argument("--max-len", type=_positive_int, help="maximum summary length in tokens")
+    p.add_argument("--debug", action="store_true")
+
+    p = sub.add_parser("export", help="write a trained run as a self-contained model folder (safetensors, "
+                                      "config, vocabulary, model card)")
+    p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
+    p.add_argument("out", help="the folder to write (new or empty, or an earlier export)")
+    p.add_argument("--checkpoint", default="best.pt", help="best.pt (default), last.pt or averaged.pt")
+    p.add_argument("--debug", action="store_true")
+
+    p = sub.add_parser("average", help="average the weights of a run's last N epoch checkpoints",
+                       description="Writes RUN/checkpoints/averaged.pt, the mean of the last N epochs' weights "
+                                   "(kept by runs trained with train.average_last >= N). Use it with `zoo export "
+                                   "RUN OUT --checkpoint averaged.pt` or `zoo summarize RUN --checkpoint averaged.pt`.")
+    p.add_argument("run_dir")
+    p.add_argument("--last", type=_positive_int, required=True, metavar="N")
     p.add_argument("--debug", action="store_true")
 
     p = sub.add_parser("params", help="trainable parameters per component for every run of an experiment",
@@ -159,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="decode again even if NAME was already decoded; with "
                                                          "--save, score again what already holds the metrics")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the full record of scores and settings as JSON")
     p.add_argument("--debug", action="store_true")
 
     p = sub.add_parser("tune", help="score a grid of decoding settings on the validation split of a finished run",
@@ -290,7 +318,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench,
-                "tune": cmd_tune}[args.cmd](args) or 0
+                "tune": cmd_tune, "export": cmd_export, "average": cmd_average}[args.cmd](args) or 0
     except BrokenPipeError:  # stdout closed early (zoo run EXP --dry-run | head): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that flushing at exit does not raise again
@@ -750,10 +778,79 @@ def cmd_summarize(args) -> int:
         _kind(args.file, "file", "--file (the text to summarise)")
         if not Path(args.file).exists():
             raise UserError(f"{args.file}: file not found (--file)")
+    if args.input:
+        return _summarize_many(args)
+    if args.output:
+        raise UserError("--output goes with --input (many texts, one per line)")
     raw = Path(args.file).read_bytes() if args.file else sys.stdin.buffer.read()
     text = raw.decode("utf-8", errors="replace")
-    s = Summarizer.from_run(args.run_dir)
+    s = Summarizer.load(args.run_dir, args.checkpoint)
     print(s(text, beam_size=args.beam_size, max_len=args.max_len))
+    return 0
+
+
+_TEXT_FIELDS = ("text", "source", "dialogue", "document")
+
+
+def _summarize_many(args) -> int:
+    """zoo summarize RUN --input FILE [--output OUT]: one text per line, summaries in batches."""
+    from seq2seq_zoo.inference import Summarizer
+    if args.file:
+        raise UserError("--file and --input are alternatives: --file is one text, --input one text per line")
+    if args.input == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        _kind(args.input, "file", "--input")
+        if not Path(args.input).is_file():
+            raise UserError(f"{args.input}: file not found (--input)")
+        lines = Path(args.input).read_text(encoding="utf-8", errors="replace").splitlines()
+    ids, texts = [], []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        obj = None
+        if line.lstrip().startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{args.input}:{n}: not valid JSON ({e.msg}); give one JSON object or one plain "
+                                "text per line") from None
+        if obj is None:
+            ids.append(str(len(ids)))
+            texts.append(line)
+            continue
+        key = args.field or next((k for k in _TEXT_FIELDS if k in obj), None)
+        if key is None or not isinstance(obj.get(key), str):
+            raise UserError(f"{args.input}:{n}: no text field " + (f"'{args.field}'" if args.field else
+                            f"(looked for {', '.join(_TEXT_FIELDS)})") + f"; keys: {', '.join(obj)}; name it "
+                            "with --field")
+        ids.append(str(obj.get("id", len(ids))))
+        texts.append(obj[key])
+    s = Summarizer.load(args.run_dir, args.checkpoint)
+    out = s.summarize(texts, batch_size=args.batch_size, beam_size=args.beam_size, max_len=args.max_len,
+                      progress=not args.no_progress)
+    text = "".join(json.dumps({"id": i, "summary": o}, ensure_ascii=False) + "\n" for i, o in zip(ids, out))
+    if args.output:
+        from seq2seq_zoo.utils import atomic_write_text
+        atomic_write_text(args.output, text)
+        print(f"wrote {len(out)} summaries to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from seq2seq_zoo.export import export_run
+    _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    _kind(args.out, "dir", "the export folder")
+    export_run(args.run_dir, args.out, checkpoint=args.checkpoint)
+    return 0
+
+
+def cmd_average(args) -> int:
+    from seq2seq_zoo.averaging import average_run
+    _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    average_run(Path(args.run_dir), args.last)
     return 0
 
 
@@ -804,8 +901,21 @@ def cmd_eval(args) -> int:
     rows = read_predictions(Path(args.run_dir))
     scores, settings = evaluate([r["prediction"] for r in rows], [r["references"] for r in rows],
                                 args.metrics or ["rouge"], rouge_unk=args.rouge_unk or "match")
-    print(json.dumps({"n_examples": len(rows), "scores": scores, "settings": settings}, indent=2))
+    if args.json:
+        print(json.dumps({"n_examples": len(rows), "scores": scores, "settings": settings}, indent=2))
+    else:
+        print(_score_summary(len(rows), scores))
     return 0
+
+
+_SUMMARY_KEYS = (("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"), ("rougeLsum", "ROUGE-Lsum"),
+                 ("bertscore_f1", "BERTScore F1"), ("pred_len", "length"))
+
+
+def _score_summary(n: int | None, scores: dict) -> str:
+    """One line of the main scores (``--json`` prints everything)."""
+    parts = [f"{label} {scores[k]:.2f}" for k, label in _SUMMARY_KEYS if scores.get(k) is not None]
+    return (f"{n} examples: " if n is not None else "") + ", ".join(parts) + " (--json for every score and setting)"
 
 
 
@@ -847,7 +957,14 @@ def _eval_save(args) -> int:
                 out["train_sample"] = got["train_sample"]
         else:
             out.setdefault("decodes", {})[d.name] = got
-    print(json.dumps(out, indent=2))
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        if "scores" in out:
+            print(f"{run_dir}: saved {', '.join(out['saved'])}; " + _score_summary(out["n_examples"], out["scores"]))
+        for name, got in out.get("decodes", {}).items():
+            if "eval" in got:
+                print(f"{run_dir}/decodes/{name}: " + _score_summary(None, got["eval"]))
     _rebuild_report(run_dir)
     return 0
 
@@ -903,7 +1020,7 @@ def _rebuild_report(run_dir: Path) -> None:
         exp_dir = exp_dir.relative_to(Path.cwd().resolve())
     if any(exp_dir.glob("*/record.json")):
         from seq2seq_zoo.report import build_report
-        paths = build_report(exp_dir)
+        paths = build_report(exp_dir, plots=("scores",))  # the scores changed; the curves and maps did not
         print(f"{exp_dir}: wrote {', '.join(p.name for p in paths)}", file=sys.stderr)
 
 
@@ -917,10 +1034,13 @@ def _eval_decode(args) -> int:
     recs = run_decodes(run_dir, [(name, over)], data_dir=args.data_dir, device=args.device, force=args.force,
                        on_change="error", progress=not args.no_progress, command="zoo " + " ".join(sys.argv[1:]),
                        order_base=1000, log=lambda m: print(m, file=sys.stderr))
-    if recs:
+    if recs and args.json:
         print(json.dumps({"run": recs[0]["run"], "decode": name, "n_examples": recs[0]["eval"]["n_examples"],
                           "scores": recs[0]["eval"]["scores"],
                           "train_sample": (recs[0]["train_sample"] or {}).get("scores")}, indent=2))
+    elif recs:
+        print(f"{recs[0]['run']}, decoding {name}: " + _score_summary(recs[0]["eval"]["n_examples"],
+                                                                      recs[0]["eval"]["scores"]))
     _rebuild_report(run_dir)
     return 0
 

@@ -70,7 +70,9 @@ class TrainConfig:
     objective: str = "ce"
     init_from: str | None = None                  # start from a trained run's best weights (and vocabulary):
                                                   # "results/<exp>/<run>", a run name of this experiment, or a .pt
-    val_metric: str = "loss"                      # what picks best.pt: loss | rouge1 | rouge2 | rougeL (greedy decode)
+    val_metric: str = "loss"                      # what picks best.pt and stops early: loss | rouge1 | rouge2 |
+                                                  # rouge3 | rougeL (F1 of greedy decodes of the validation set)
+    average_last: int = 0                         # decode with the mean weights of the last N epochs' checkpoints
     val_max: int = 0                              # decode-based validation on the first N examples (0 = all)
     rl_reward: str = "rouge1"                     # scst reward: a ROUGE F1 or a mix, "0.5*rouge1+0.5*rougeL"
     rl_gamma: float = 0.9984                      # scst: loss = gamma * L_rl + (1 - gamma) * L_ce
@@ -377,6 +379,7 @@ _RANGES = {
     "rl_max_len": (lambda v: v >= 1, "must be >= 1"),
     "rl_repetition_penalty": (lambda v: v >= 0, "must be >= 0"),
     "val_max": (lambda v: v >= 0, "must be >= 0"),
+    "average_last": (lambda v: v >= 0, "must be >= 0 (0: decode best.pt as it is)"),
     "clip_norm": (lambda v: v >= 0, "must be >= 0"),
     "eps": (lambda v: v > 0, "must be > 0"),
 }
@@ -391,7 +394,7 @@ _CHOICES = {
     "rouge_unk": ("match", "strip"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
-    "val_metric": ("loss", "rouge1", "rouge2", "rougeL"),
+    "val_metric": ("loss", "rouge1", "rouge2", "rouge3", "rougeL"),
 }
 
 

@@ -93,6 +93,10 @@ def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: 
 
 
 class Summarizer:
+    """A trained summariser: ``Summarizer.from_run(RUN_DIR)`` (a run folder with its checkpoints) or
+    ``Summarizer.from_pretrained(FOLDER)`` (a folder written by ``zoo export``). ``s(text)`` summarises one
+    text, ``s.summarize(texts)`` a list in batches, in order."""
+
     def __init__(self, model, vocab: Vocab, spec: RunSpec):
         self.model, self.vocab, self.spec = model.eval(), vocab, spec
         self.text_cfg = text_config(spec.data)
@@ -102,15 +106,57 @@ class Summarizer:
         run = load_trained_run(run_dir, checkpoint, purpose="summarize")
         return cls(run.model, run.vocab, run.spec)
 
-    @torch.no_grad()
-    def __call__(self, text: str, beam_size: int | None = None, max_len: int | None = None) -> str:
+    @classmethod
+    def from_pretrained(cls, folder: str | Path) -> "Summarizer":
+        """Load a folder written by ``zoo export`` (safetensors weights: nothing is unpickled)."""
+        from seq2seq_zoo.export import load_exported
+        model, vocab, spec = load_exported(folder)
+        return cls(model, vocab, spec)
+
+    @classmethod
+    def load(cls, path: str | Path, checkpoint: str = "best.pt") -> "Summarizer":
+        """An exported folder (it has ``config.json``) or a run folder."""
+        from seq2seq_zoo.export import CONFIG_FILE
+        if (Path(path) / CONFIG_FILE).is_file():
+            return cls.from_pretrained(path)
+        return cls.from_run(path, checkpoint)
+
+    def _encode(self, text: str, id_: str = "input") -> Encoded | None:
         toks = tokenize(text, self.text_cfg)[: self.spec.data.max_src_len]
         if not toks:
-            raise DataError("the input has no words to summarise (it is empty or only whitespace)")
+            return None
         src_ext, oovs = self.vocab.encode_ext(toks)
-        ex = Encoded("input", np.asarray(self.vocab.encode(toks)), np.asarray(src_ext), oovs,
-                     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [""], text)
-        cfg = dataclasses.replace(self.spec.decode, **{k: v for k, v in
-                                  {"beam_size": beam_size, "max_len": max_len}.items() if v is not None})
-        ids = generate(self.model, collate([ex]), cfg)[0]
-        return detokenize(self.vocab.decode(ids, oovs))
+        return Encoded(id_, np.asarray(self.vocab.encode(toks)), np.asarray(src_ext), oovs,
+                       np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [""], text)
+
+    def _decode_cfg(self, beam_size, max_len):
+        return dataclasses.replace(self.spec.decode, **{k: v for k, v in
+                                   {"beam_size": beam_size, "max_len": max_len}.items() if v is not None})
+
+    @torch.no_grad()
+    def __call__(self, text: str, beam_size: int | None = None, max_len: int | None = None) -> str:
+        ex = self._encode(text)
+        if ex is None:
+            raise DataError("the input has no words to summarise (it is empty or only whitespace)")
+        ids = generate(self.model, collate([ex]), self._decode_cfg(beam_size, max_len))[0]
+        return detokenize(self.vocab.decode(ids, ex.oovs))
+
+    @torch.no_grad()
+    def summarize(self, texts, batch_size: int = 16, beam_size: int | None = None, max_len: int | None = None,
+                  progress: bool = False) -> list[str]:
+        """Summaries of ``texts`` (any iterable of strings), in order; an empty text gets "". Texts of
+        similar length are batched together (``batch_size`` per batch)."""
+        from tqdm.auto import tqdm
+        texts = list(texts)
+        cfg = self._decode_cfg(beam_size, max_len)
+        encoded = [self._encode(t, str(i)) for i, t in enumerate(texts)]
+        order = sorted((i for i, e in enumerate(encoded) if e is not None), key=lambda i: len(encoded[i].src))
+        out = [""] * len(texts)
+        with tqdm(total=len(order), desc="summarize", unit="text", disable=None if progress else True) as bar:
+            for k in range(0, len(order), max(batch_size, 1)):
+                idx = order[k: k + batch_size]
+                exs = [encoded[i] for i in idx]
+                for i, e, ids in zip(idx, exs, generate(self.model, collate(exs), cfg)):
+                    out[i] = detokenize(self.vocab.decode(ids, e.oovs))
+                bar.update(len(idx))
+        return out

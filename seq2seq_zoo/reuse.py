@@ -40,10 +40,17 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# settings added after runs were recorded, with the value that records without them were made with
+_ADDED = {"train": {"average_last": 0}}
+
+
 def comparable(spec: dict) -> dict[str, Any]:
     """A spec (``RunSpec.to_dict()``) as flat ``key: value`` pairs of everything that can change its
     results: model options filled in with the model's defaults, naming and placement keys left out."""
     d = {k: v for k, v in spec.items() if k not in _NAMING}
+    for sec, added in _ADDED.items():
+        if isinstance(d.get(sec), dict):
+            d[sec] = {**added, **d[sec]}
     try:
         defaults = model_options(d["model"])
     except Exception:  # a model this version no longer has: compare what was written

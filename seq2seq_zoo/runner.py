@@ -153,12 +153,16 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     else:
         baseline = None
         st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
-                 resume=resume, progress=progress, log=log, ddp=ddp, vocab=vocab)
+                 resume=resume, progress=progress, log=log, ddp=ddp, vocab=vocab, run_dir=out)
         if not main:
             return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
         # evaluate the best checkpoint
         best = load_checkpoint(ckpt / "best.pt")
         model.load_state_dict(best["model"])
+        if spec.train.average_last:  # decode with the mean of the last N epochs' weights
+            from seq2seq_zoo.averaging import average_run
+            model.load_state_dict(load_checkpoint(average_run(out, min(spec.train.average_last, len(st.history)),
+                                                              log=log))["model"])
     per_example: dict[str, list[float]] = {}
     preds, block, pred_ids = decode_and_score(model, data["test"], vocab, spec, spec.decode, device, dtype,
                                               spec.eval.split, progress, return_ids=True, per_example=per_example)
@@ -192,7 +196,10 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
                   "trainable": baseline is None,
                   "precision": ("none (not trained)" if baseline else
                                 str(dtype).replace("torch.", "") if dtype else "fp32"), "device": str(device),
-                  "world_size": ddp.world_size if ddp else 1},
+                  "world_size": ddp.world_size if ddp else 1,
+                  **({"decoded_with": f"mean of the last {min(spec.train.average_last, len(st.history))} "
+                                     "epochs' weights (checkpoints/averaged.pt)"}
+                     if spec.train.average_last and baseline is None else {})},
         "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps] if baseline is None else [],
         "train_sample": extra["train_sample"],
         "eval": block,
@@ -230,15 +237,20 @@ def _save_artifacts(model, test: list[Encoded], vocab: Vocab, pred_ids: list[lis
     cross = model.cross_attention if model.cross_attention in maps else None
     if cross and cross not in keep:
         keep.append(cross)
-    atomic_write_json(out / "attention.json", {
+    from seq2seq_zoo.report.artifacts import lean_attention, lean_positional, write_lean
+    write_lean(out / "attention.json", lean_attention({
         "example_id": ex.id, "source_tokens": vocab.decode(ex.src_ext, ex.oovs, strip=False),
         "output_tokens": ["<bos>"] + vocab.decode(ids, ex.oovs, strip=False),
         "predicted_tokens": vocab.decode(ids, ex.oovs, strip=False) + ["<eos>"],
         "p_gen": p_gen[0].float().cpu().numpy().round(4).tolist() if p_gen is not None else None,
         "note": "teacher-forced on the model's own prediction; weights averaged over heads; row t is the "
                 "step that predicts predicted_tokens[t] from output_tokens[t]",
-        "maps": {k: maps[k] for k in keep}, "cross_attention": cross})
-    tables = {name: t[:100].detach().float().cpu().numpy().round(4).tolist()
-              for name, t in model.positional_tables().items()}
+        "maps": {k: maps[k] for k in keep}, "cross_attention": cross}, heads=_heads_of(fwd.attention.get(cross))))
+    tables = {name: t.detach().float().cpu().numpy() for name, t in model.positional_tables().items()}
     if tables:
-        atomic_write_json(out / "positional.json", tables)
+        write_lean(out / "positional.json", lean_positional(tables))
+
+
+def _heads_of(att) -> int | None:
+    """Heads of a (B, heads, T, S) attention tensor (1 for a (B, T, S) one)."""
+    return None if att is None else (int(att.shape[1]) if att.dim() == 4 else 1)

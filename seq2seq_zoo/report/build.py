@@ -119,11 +119,12 @@ def _latex_escape(s: str) -> str:
     return re.sub(r"[\\_%&#$^~{}]", lambda m: _LATEX[m.group(0)], s)
 
 
-def build_report(exp_dir: str | Path, warn=None) -> list[Path]:
+def build_report(exp_dir: str | Path, warn=None, plots: tuple[str, ...] | None = None) -> list[Path]:
     """Rebuild under an experiment-level lock, so two processes finishing runs of one experiment at
     the same time (``--only A`` / ``--only B``, or two ``zoo report``s) cannot overwrite a newer table
     with an older one. A run whose files are damaged is left out of the tables (named in their notes)
-    and ``warn(message)`` is called once for it (default: a line on stderr)."""
+    and ``warn(message)`` is called once for it (default: a line on stderr). ``plots``: redraw only these
+    plots (e.g. ``("scores",)`` after re-scoring; the others are kept as they are); default: every plot."""
     import fcntl
     import sys
     exp_dir = Path(exp_dir)
@@ -132,10 +133,10 @@ def build_report(exp_dir: str | Path, warn=None) -> list[Path]:
             print(f"warning: {msg}", file=sys.stderr)
     with open(exp_dir / ".report.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build(exp_dir, warn)
+        return _build(exp_dir, warn, plots)
 
 
-def _build(exp_dir: Path, warn) -> list[Path]:
+def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> list[Path]:
     damaged: list[str] = []
     records = load_records(exp_dir, damaged)
     for msg in damaged:
@@ -188,12 +189,17 @@ def _build(exp_dir: Path, warn) -> list[Path]:
         written.append(path)
     pdir = exp_dir / "plots"
     pdir.mkdir(exist_ok=True)
-    figs = [plots.scores(groups, pdir / "scores.png"),
-            plots.val_loss(records, pdir / "val_loss.png"), plots.lr_schedule(records, pdir / "lr_schedule.png"),
-            plots.positional(records, pdir / "positional_encodings.png"),
-            *[plots.attention(r, pdir / f"attention_{r['run']}.png") for r in records],
-            finetune.val_metric_plot(records, pdir / "val_score.png")]
+    where = plots.context(records)  # "experiment, dataset, profile" for every plot's title
+    draw = {"scores": lambda: [plots.scores(groups, pdir / "scores.png", where)],
+            "val_loss": lambda: [plots.val_loss(records, pdir / "val_loss.png")],
+            "lr_schedule": lambda: [plots.lr_schedule(records, pdir / "lr_schedule.png")],
+            "positional": lambda: [plots.positional(records, pdir / "positional_encodings.png")],
+            "attention": lambda: [plots.attention(r, pdir / f"attention_{r['run']}.png") for r in records],
+            "val_score": lambda: [finetune.val_metric_plot(records, pdir / "val_score.png")]}
+    figs = [f for name, fn in draw.items() if only_plots is None or name in only_plots for f in fn()]
     figs = [f for f in figs if f is not None]
+    if only_plots is not None:  # the plots not redrawn stay in the README as they are
+        figs = sorted(set(figs) | set(pdir.glob("*.png")), key=lambda f: f.name)
     written += figs
     findings = ""
     readme_src = exp_dir / "NOTES.md"  # hand-written findings, kept across report rebuilds

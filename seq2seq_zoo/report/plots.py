@@ -9,6 +9,27 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from seq2seq_zoo.report.artifacts import read_attention, read_positional  # noqa: E402
+
+MAX_SRC = 120   # source tokens an attention map shows (the rest is cut, and the title says so)
+
+
+def context(records: list[dict]) -> str:
+    """"experiment EXP, dataset D, profile P": the second line of every plot's title."""
+    if not records:
+        return ""
+    exps = sorted({r.get("experiment", "?") for r in records})
+    datasets = sorted({(r.get("data") or {}).get("dataset", "?") for r in records})
+    profiles = sorted({r.get("profile") or "full size" for r in records})
+    return (f"experiment {', '.join(exps)}; {'datasets' if len(datasets) > 1 else 'dataset'} {', '.join(datasets)}; "
+            f"profile {', '.join(profiles)}")
+
+
+def _title(ax, main: str, records: list[dict], fontsize: int = 10) -> None:
+    ctx = context(records)
+    ax.set_title(main + (f"\n{ctx}" if ctx else ""), fontsize=fontsize)
 
 
 def _save(fig, path: Path) -> Path:
@@ -23,7 +44,7 @@ def _save(fig, path: Path) -> Path:
 
 def val_loss(records: list[dict], path: Path) -> Path | None:
     """Loss per epoch; a run trained with several seeds is one line (the mean) with a band (min-max
-    over seeds). Baselines, which have no training, are left out."""
+    over seeds), or, with one epoch, a min-max error bar. Baselines, which have no training, are left out."""
     import re
     groups: dict[str, list[dict]] = {}
     for r in records:
@@ -32,30 +53,43 @@ def val_loss(records: list[dict], path: Path) -> Path | None:
     if not groups:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4))
+    banded = False
     for name, rs in groups.items():
-        for key, style in (("val_loss", dict(marker="o")), ("train_loss", dict(ls="--", alpha=0.5))):
+        for key, style in (("val_loss", dict(marker="o")), ("train_loss", dict(ls="--", marker=".", alpha=0.5))):
             n = min(len(r["train"]["history"]) for r in rs)  # epochs every seed reached (early stopping)
             ep = [h["epoch"] for h in rs[0]["train"]["history"][:n]]
             v = np.array([[np.nan if h.get(key) is None else h[key] for h in r["train"]["history"][:n]] for r in rs],
                          dtype=float)
-            kw = dict(style, color=ax.lines[-1].get_color()) if key == "train_loss" else style
+            if np.isnan(v).all():
+                continue
+            kw = dict(style, color=ax.lines[-1].get_color()) if key == "train_loss" and ax.lines else style
             seeds = f", {len(rs)} seeds" if len(rs) > 1 else ""
             ax.plot(ep, np.nanmean(v, 0), label=f"{name} ({'val' if key == 'val_loss' else 'train'}{seeds})", **kw)
             if len(rs) > 1:
-                ax.fill_between(ep, np.nanmin(v, 0), np.nanmax(v, 0), color=ax.lines[-1].get_color(), alpha=0.15)
+                c = ax.lines[-1].get_color()
+                lo, hi, mid = np.nanmin(v, 0), np.nanmax(v, 0), np.nanmean(v, 0)
+                if n > 1:
+                    ax.fill_between(ep, lo, hi, color=c, alpha=0.15)
+                else:  # one epoch: a band would be a line; an error bar shows the spread
+                    ax.errorbar(ep, mid, yerr=[mid - lo, hi - mid], fmt="none", ecolor=c, capsize=4)
+                banded = True
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss (token NLL; train includes label smoothing)")
-    ax.set_title(f"{records[0]['experiment']}: loss per epoch" + (" (bands: min-max over seeds)"
-                                                                   if any(len(v) > 1 for v in groups.values()) else ""))
+    _title(ax, "loss per epoch" + (" (min-max over seeds)" if banded else ""), records)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
 
 
-def scores(groups, path: Path, metrics=(("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))) -> Path | None:
+def scores(groups, path: Path, where: str = "",
+           metrics=(("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))) -> Path | None:
     """Bar chart of ROUGE per run with 95% bootstrap CIs as error bars (seeds pooled per example), the
-    LEAD row as a dashed line per metric; oracle rows hatched (an upper bound, not a system)."""
+    LEAD row as a dashed line per metric; oracle rows hatched (an upper bound, not a system). ``where``:
+    the experiment, dataset and profile for the title (``context(records)``)."""
     from seq2seq_zoo.report.significance import below_lead, ci_of
+    if isinstance(where, tuple):  # scores(groups, path, metrics) as called before ``where`` existed
+        where, metrics = "", where
     groups = [g for g in groups if g.mean("rouge1") is not None]
     if not groups:
         return None
@@ -80,78 +114,144 @@ def scores(groups, path: Path, metrics=(("rouge1", "ROUGE-1"), ("rouge2", "ROUGE
     ax.set_xticks(x)
     ax.set_xticklabels([g.label + (f" ({len(g.rows)} seeds)" if len(g.rows) > 1 else "") for g in groups],
                        rotation=30, ha="right", fontsize=8)
+    ax.set_xlabel("run")
     ax.set_ylabel("F1 x 100")
-    ax.set_title("test scores with 95% bootstrap CIs" + ("; dashed: the LEAD row" if lead is not None else ""),
-                 fontsize=9)
+    ax.set_title("test scores with 95% bootstrap CIs" + ("; dashed: the LEAD row" if lead is not None else "")
+                 + (f"\n{where}" if where else ""), fontsize=9)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     return _save(fig, path)
 
 
 def lr_schedule(records: list[dict], path: Path) -> Path | None:
+    """One line per distinct schedule (runs with the same curve share it; the legend names them)."""
     records = [r for r in records if r.get("lr_curve")]
     if not records:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    from seq2seq_zoo.report.tables import schedule_label
+    curves: dict[str, list] = {}   # one per schedule setting; the longest run's curve (early stopping cuts some)
     for r in records:
-        c = np.array(r["lr_curve"])
-        ax.plot(c[:, 0], c[:, 1], label=r["run"])
+        t = (r.get("spec") or {}).get("train", {})
+        key = schedule_label(t) if "schedule" in t else json.dumps(r["lr_curve"][:50])
+        c = np.array(r["lr_curve"], dtype=float)
+        entry = curves.setdefault(key, [c, []])
+        if len(c) and c[-1, 0] > entry[0][-1, 0]:
+            entry[0] = c
+        entry[1].append(r["run"])
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for key, (c, runs) in curves.items():
+        label = (f"{key}: " if not key.startswith("[") else "") + _runs_label(runs)
+        ax.plot(c[:, 0], c[:, 1], label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("update step")
     ax.set_ylabel("learning rate")
-    ax.set_title("learning-rate schedule")
+    _title(ax, "learning-rate schedule" + (f"s ({len(curves)} distinct settings)" if len(curves) > 1 else ""),
+           records)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     return _save(fig, path)
 
 
 def positional(records: list[dict], path: Path) -> Path | None:
-    tabs = []
+    """The encoder's positional table, one panel per distinct table (runs that share a table, e.g. the
+    seeds of a fixed sinusoidal encoding, share a panel), on one colour scale."""
+    tabs: dict[bytes, list] = {}
     for r in records:
-        p = Path(r["_dir"]) / "positional.json"
-        if p.exists():
-            t = json.loads(p.read_text())
-            name = next((k for k in t if "encoder" in k), next(iter(t)))
-            tabs.append((f"{r['run']}: {name}", np.array(t[name])))
+        t = read_positional(Path(r["_dir"]) / "positional.json")
+        if t is None:
+            continue
+        name = next((k for k in t["tables"] if "encoder" in k), next(iter(t["tables"]), None))
+        if name is None:
+            continue
+        tab = np.array(t["tables"][name], dtype=float)
+        key = np.round(tab, 3).tobytes() + str(tab.shape).encode()
+        tabs.setdefault(key, [tab, name, t, []])[3].append(r["run"])
     if not tabs:
         return None
-    fig, axes = plt.subplots(1, len(tabs), figsize=(4.2 * len(tabs), 3.6), squeeze=False)
-    for ax, (title, tab) in zip(axes[0], tabs):
-        im = ax.imshow(tab, aspect="auto", cmap="RdBu", vmin=-np.abs(tab).max(), vmax=np.abs(tab).max())
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("dimension")
-        ax.set_ylabel("position")
-        fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
+    n = len(tabs)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols + 0.8, 3.9 * rows + 0.6), squeeze=False,
+                             layout="constrained")
+    vmax = max(float(np.abs(tab).max()) for tab, *_ in tabs.values()) or 1.0
+    im = None
+    for ax, (tab, name, t, runs) in zip(axes.flat, tabs.values()):
+        im = ax.imshow(tab, aspect="auto", cmap="RdBu", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        ax.set_title(f"{_runs_label(runs)}\n{name}", fontsize=9)
+        ax.set_xlabel(f"dimension (0-{tab.shape[1] - 1}" + (f" of {t['dims']}" if t.get("dims") and
+                                                               t["dims"] > tab.shape[1] else "") + ")")
+        ax.set_ylabel(f"position (0-{tab.shape[0] - 1}" + (f" of {t['positions']}" if t.get("positions") else "")
+                      + ")")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, label="value")
+    fig.suptitle("positional encodings (encoder)\n" + context(records), fontsize=10)
     return _save(fig, path)
 
 
-def attention(record: dict, path: Path, max_src: int = 80) -> Path | None:
-    p = Path(record["_dir"]) / "attention.json"
-    if not p.exists():
+def _runs_label(runs: list[str]) -> str:
+    """["a-seed1", "a-seed2", "b"] -> "a (seeds 1, 2), b"."""
+    import re
+    groups: dict[str, list[str]] = {}
+    for r in runs:
+        m = re.match(r"^(.*)-seed(\d+)$", r)
+        groups.setdefault(m.group(1) if m else r, []).append(m.group(2) if m else "")
+    parts = [f"{k} (seed{'s' if len(v) > 1 else ''} {', '.join(v)})" if all(v) else k for k, v in groups.items()]
+    return ", ".join(parts) if len(parts) <= 3 else f"{', '.join(parts[:2])} and {len(parts) - 2} more"
+
+
+def human_map_name(name: str, heads: int | None) -> str:
+    """``decoder_layer2_block2_decenc_att`` -> "encoder-decoder attention, decoder layer 2 (mean of 4 heads)"."""
+    import re
+    m = re.search(r"layer(\d+)", name)
+    kind = "encoder-decoder attention" if "decenc" in name or "cross" in name else \
+        "decoder self-attention" if "self" in name else name.replace("_", " ")
+    where = f", decoder layer {m.group(1)}" if m else ""
+    return kind + where + (f" (mean of {heads} heads)" if heads and heads > 1 else "")
+
+
+def _heads(record: dict, a: dict) -> int | None:
+    if a.get("heads"):
+        return a["heads"]
+    opts = (record.get("spec") or {}).get("model_options", {})
+    if "heads" in opts:
+        return opts["heads"]
+    try:
+        from seq2seq_zoo.registry import model_options
+        return model_options(record.get("model", "")).get("heads")
+    except Exception:  # a model this version no longer has
         return None
-    a = json.loads(p.read_text())
-    # the map the model names with its ``cross_attention`` hook; files written before the field existed:
-    # the Transformer's and RNNs' naming ("..._decenc_att")
-    name = a["cross_attention"] if "cross_attention" in a else next((k for k in a["maps"] if "decenc" in k), None)
-    if name is None:
+
+
+def attention(record: dict, path: Path, max_src: int = MAX_SRC) -> Path | None:
+    a = read_attention(Path(record["_dir"]) / "attention.json")
+    if a is None or a["cross_attention"] is None:
         return None
-    m = np.array(a["maps"][name])[:, :max_src]
+    name = a["cross_attention"]
+    full = np.array(a["maps"][name], dtype=float)
+    m = full[:, :max_src]
+    n_src = a.get("source_len") or len(a["source_tokens"])
     src = a["source_tokens"][:max_src]
     p_gen = a.get("p_gen")
     # rows: the step predicting predicted_tokens[t] (older files: labelled by the decoder input)
     out = (a.get("predicted_tokens") or a["output_tokens"])[: m.shape[0]]
-    size = (max(6, 0.16 * len(src)) + (0.8 if p_gen else 0), max(3, 0.22 * len(out)))
+    size = (max(6, 0.16 * len(src)) + (0.8 if p_gen else 0) + 1.0, max(3.2, 0.22 * len(out) + 1.2))
     if p_gen:
         fig, (ax, axp) = plt.subplots(1, 2, figsize=size, gridspec_kw={"width_ratios": [max(len(src), 1), 3]},
                                       sharey=True)
     else:
         fig, ax = plt.subplots(figsize=size)
-    ax.imshow(m, aspect="auto", cmap="viridis", vmin=0, vmax=max(float(m.max()), 1e-9))
+    im = ax.imshow(m, aspect="auto", cmap="viridis", vmin=0, vmax=max(float(m.max()), 1e-9), interpolation="nearest")
     ax.set_xticks(range(len(src)))
     ax.set_xticklabels(src, rotation=90, fontsize=6)
     ax.set_yticks(range(len(out)))
     ax.set_yticklabels(out, fontsize=7)
-    ax.set_title(f"{record['run']}: {name} (heads averaged), example {a['example_id']}", fontsize=9)
+    cut = f"first {len(src)} of {n_src} source tokens" if n_src > len(src) else f"all {n_src} source tokens"
+    ax.set_xlabel(f"source token ({cut})")
+    ax.set_ylabel("summary token being predicted")
+    ax.set_title(f"{record['run']}: {human_map_name(name, _heads(record, a))}\nexample {a['example_id']}, "
+                 f"teacher-forced on the model's own summary; {context([record])}", fontsize=9)
+    fig.colorbar(im, ax=ax if not p_gen else [ax, axp], fraction=0.04, pad=0.02, label="attention weight")
     if p_gen:
         pg = np.array(p_gen[: m.shape[0]])[:, None]
         axp.imshow(pg, aspect="auto", cmap="magma", vmin=0, vmax=1)
@@ -159,5 +259,4 @@ def attention(record: dict, path: Path, max_src: int = 80) -> Path | None:
             axp.text(0, t, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
         axp.set_xticks([0])
         axp.set_xticklabels(["p_gen"], fontsize=7)
-        fig.tight_layout()
     return _save(fig, path)

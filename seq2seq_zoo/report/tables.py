@@ -149,9 +149,12 @@ def val_loss_table(records: list[dict]) -> pd.DataFrame:
 def loss_table(records: list[dict]) -> pd.DataFrame:
     """Train and validation loss per run and epoch, long format (the layout of a training-log table:
     epoch, train loss, validation loss); runs with nothing to train have no rows."""
-    rows = [{"run": r["run"], "epoch": h["epoch"], "train_loss": h.get("train_loss"), "val_loss": h.get("val_loss")}
+    metrics = list(dict.fromkeys(k for r in records for h in (r.get("train") or {}).get("history", [])
+                                 for k in h if k.startswith("val_") and k != "val_loss"))  # train.val_metric
+    rows = [{"run": r["run"], "epoch": h["epoch"], "train_loss": h.get("train_loss"), "val_loss": h.get("val_loss"),
+             **{m: h.get(m) for m in metrics}}
             for r in records for h in (r.get("train") or {}).get("history", [])]
-    return pd.DataFrame(rows, columns=["run", "epoch", "train_loss", "val_loss"])
+    return pd.DataFrame(rows, columns=["run", "epoch", "train_loss", "val_loss", *metrics])
 
 
 def _digits(col: str, default: int) -> int:

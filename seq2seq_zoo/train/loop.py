@@ -111,6 +111,7 @@ class TrainStep:
         self.scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
         self.ddp = LOCAL
         self.net = ObjectiveModule(model, objective)   # runs objective(model, batch) as its forward
+        self.grad_norm: torch.Tensor | None = None     # of the last update, before clipping (for the logs)
 
     def distribute(self, ddp, data: Sequence[Encoded]) -> None:
         """Data-parallel training: wrap the objective module in DistributedDataParallel."""
@@ -140,7 +141,7 @@ class TrainStep:
             g["lr"] = lr
         if self.cfg.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm)
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -153,11 +154,13 @@ class TrainStep:
 
 def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: TrainConfig, *, seed: int,
         ckpt_dir: Path, device: torch.device, resume: bool = False, progress: bool = True,
-        log: Callable[[str], None] = print, extra_state: dict | None = None, ddp=None, vocab=None) -> LoopState:
+        log: Callable[[str], None] = print, extra_state: dict | None = None, ddp=None, vocab=None,
+        run_dir: Path | None = None) -> LoopState:
     """Train ``model`` on ``train_data`` with ``cfg``; checkpoints go to ``ckpt_dir`` (``last.pt`` every
     epoch, ``best.pt`` at the best validation). ``ddp``: a ``train.distributed.DDPContext`` for one rank
     of a data-parallel run (default: one process). ``vocab``: for objectives and validation metrics
-    that turn ids into text (SCST, ``val_metric``)."""
+    that turn ids into text (SCST, ``val_metric``). ``run_dir``: write the live logs there
+    (``run_dir/logs/``: train_log.jsonl and TensorBoard events, see ``train.runlog``)."""
     ddp = ddp or LOCAL
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -184,8 +187,13 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                   "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
                   **(extra_state or {})}, path)  # DDP: rank 0 writes, with every rank's RNG state
 
+    logger = None
+    if run_dir is not None and ddp.is_main:
+        from seq2seq_zoo.train.runlog import RunLogger
+        logger = RunLogger(run_dir, step=st.step, log=log)
+
     def validate() -> float:
-        return _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, ddp, vocab)
+        return _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, ddp, vocab, logger)
 
     interrupted = ddp.interrupt_flag()  # {"flag": False}; "term": whether it was SIGTERM (on any rank)
 
@@ -241,6 +249,10 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                     st.step += 1
                     row["lr"] = lr = lr_at(cfg, st.step, d_model)
                     step.optimizer_step(lr)
+                    if logger is not None:
+                        gn = step.grad_norm
+                        logger.update(st.step, st.epoch + 1, loss_value, lr, None if gn is None else float(gn),
+                                      st.train_tokens / max(st.train_seconds + time.perf_counter() - t0, 1e-9))
                     if cfg.val_every and st.step % cfg.val_every == 0:
                         t0 += validate()
                     if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
@@ -258,12 +270,17 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                 save(last)
                 raise stop()
             _end_epoch(st, row, cfg, validate, log)
+            if cfg.average_last and ddp.is_main:  # the weights of the last N epochs, for averaging
+                from seq2seq_zoo.averaging import keep_epoch
+                keep_epoch(ckpt_dir, model, len(st.history), cfg.average_last)
             save(last)
             if interrupted["flag"]:  # even after the last update: the user asked to stop
                 raise stop()
     finally:
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
+        if logger is not None:
+            logger.close()
     return st
 
 
@@ -312,8 +329,12 @@ def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log) -> Non
     if not cfg.val_every or not st.val_curve or st.val_curve[-1]["step"] != st.step:
         validate()
     row["val_loss"] = st.val_curve[-1]["val_loss"]
-    log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}, "
-        f"{row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
+    metric = f"val_{cfg.val_metric}"
+    if cfg.val_metric != "loss":
+        row[metric] = st.val_curve[-1].get(metric)
+    log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}"
+        + (f", val {cfg.val_metric} {100 * row[metric]:.2f}" if row.get(metric) is not None else "")
+        + f", {row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
     st.epoch += 1
     st.batch = 0
     if cfg.max_steps and st.step >= cfg.max_steps:
@@ -335,7 +356,8 @@ def _total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
     return min(total, cfg.max_steps) if cfg.max_steps else total
 
 
-def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log, ddp=None, vocab=None):
+def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir: Path, log, ddp=None, vocab=None,
+              logger=None):
     t0 = time.perf_counter()
     v = validation_loss(model, val_data, cfg.batch_size, device, dtype, ddp, max_tokens=cfg.max_tokens)
     point = {"step": st.step, "epoch": st.epoch + 1, "val_loss": v}
@@ -347,6 +369,10 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
         score = None
         better = v < st.best_val - 1e-6
     st.val_curve.append(point)
+    if logger is not None:
+        logger.validation(point)
+        if vocab is not None:
+            logger.samples(st.step, decoded_samples(model, val_data[:2], vocab, cfg, device, dtype))
     if ddp is not None and score is not None:
         better = ddp.agree(better)  # DDP: every rank decoded; rank 0's decision holds, so all save alike
     if score is not None:
@@ -358,7 +384,9 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
     else:
         st.bad_validations += 1
         if cfg.patience and st.bad_validations >= cfg.patience:
-            log(f"early stopping: no validation gain in {cfg.patience} validations (best {st.best_val:.4f} "
+            best = (f"{cfg.val_metric} {100 * st.best_score:.2f}" if st.best_score is not None
+                    else f"val loss {st.best_val:.4f}")
+            log(f"early stopping: no validation gain in {cfg.patience} validations (best {best} "
                 f"at step {st.best_step})")
             st.stopped_early = True
     elapsed = time.perf_counter() - t0  # validation and best-checkpoint time: not training time
@@ -368,18 +396,38 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
 
 @torch.no_grad()
 def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> float:
-    """Mean ``cfg.val_metric`` F1 (0-1) of greedy decodes (up to ``cfg.rl_max_len`` tokens) against the
-    first reference."""
+    """Mean ``cfg.val_metric`` F1 (0-1) of greedy decodes (up to ``cfg.rl_max_len`` tokens, and no longer
+    than the longest target) against the first reference."""
     reward = RewardFunction(cfg.val_metric)
+    max_len = _decode_len(data, cfg)
     total, n = 0.0, 0
     for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, max_tokens=cfg.max_tokens, shuffle=False)):
         batch.to(device)
         with autocast(device, dtype):
-            ids = greedy_ids(model, batch, cfg.rl_max_len)
+            ids = greedy_ids(model, batch, max_len)
         texts = [_text(vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
         total += sum(reward(texts, [r[0] for r in batch.references]))
         n += batch.size
     return total / max(n, 1)
+
+
+def _decode_len(data: Sequence[Encoded], cfg: TrainConfig) -> int:
+    """``cfg.rl_max_len``, but no longer than the longest target of ``data`` (the data's max_tgt_len cut
+    bounds it, and a Transformer's decoder positions end there)."""
+    longest = max((len(e.tgt) + 1 for e in data), default=cfg.rl_max_len)  # + EOS
+    return max(1, min(cfg.rl_max_len, longest))
+
+
+@torch.no_grad()
+def decoded_samples(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> list[dict]:
+    """Greedy decodes (up to ``cfg.rl_max_len`` tokens) of a few examples, for the live logs."""
+    if not data:
+        return []
+    batch = collate(list(data)).to(device)
+    with autocast(device, dtype):
+        ids = greedy_ids(model, batch, _decode_len(data, cfg))
+    return [{"id": str(e.id), "prediction": _text(vocab, row, oovs), "reference": e.references[0]}
+            for e, row, oovs in zip(data, ids.tolist(), batch.oovs)]
 
 
 def _main_thread() -> bool:

@@ -1,0 +1,157 @@
+"""``zoo export RUN OUT/``: a trained run as a self-contained model folder.
+
+    OUT/model.safetensors   the weights (safetensors: loading never runs pickled code)
+    OUT/config.json         the run's full configuration, with every model option resolved
+    OUT/vocab.json          the vocabulary (word ids)
+    OUT/README.md           a model card: data, test metrics with 95% CIs, seed, training budget,
+                            hardware, known limits (e.g. "below LEAD")
+
+``Summarizer.from_pretrained(OUT)`` loads it; nothing else of the suite's results folder is needed.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from seq2seq_zoo.errors import UserError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+VOCAB_FILE = "vocab.json"
+FORMAT = 1
+
+
+def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best.pt", log=print) -> Path:
+    from safetensors.torch import save_model
+
+    from seq2seq_zoo.inference import _legacy_defaults, load_trained_run
+    from seq2seq_zoo.results import read_record
+    run_dir, out = Path(run_dir), Path(out)
+    rec_path = run_dir / "record.json"
+    record = read_record(rec_path) if rec_path.is_file() else None
+    if record is not None and record.get("baseline"):
+        raise UserError(f"{run_dir}: {record['model']} is an extractive baseline with nothing trained; there are no "
+                        "weights to export")
+    run = load_trained_run(run_dir, checkpoint, purpose="zoo export", record=record)
+    if out.exists() and any(out.iterdir()):
+        if not (out / CONFIG_FILE).is_file():
+            raise UserError(f"{out}: exists and is not an exported model folder; give an empty or new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    spec = run.spec.to_dict()
+    spec["model_options"] = {**_legacy_defaults(run_dir, run.spec, record), **spec.get("model_options", {})}
+    save_model(run.model, str(out / WEIGHTS_FILE), metadata={"format": "pt"})
+    shutil.copyfile(run.checkpoint.parent / VOCAB_FILE, out / VOCAB_FILE)
+    config = {"format": FORMAT, "model": run.spec.model, "spec": spec, "checkpoint": checkpoint,
+              "source_run": str(run_dir), "model_rules": (record or {}).get("model_rules")}
+    (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(model_card(run_dir, record, run.spec, checkpoint), encoding="utf-8")
+    log(f"exported {run_dir} ({checkpoint}) to {out}/: {WEIGHTS_FILE}, {CONFIG_FILE}, {VOCAB_FILE}, README.md")
+    return out
+
+
+def load_exported(folder: str | Path):
+    """(model in eval mode on the CPU, vocabulary, RunSpec) of an exported folder."""
+    from safetensors.torch import load_model
+
+    from seq2seq_zoo.config import RunSpec
+    from seq2seq_zoo.data.vocab import Vocab
+    from seq2seq_zoo.models.base import build_model, model_context
+    folder = Path(folder)
+    for f in (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE):
+        if not (folder / f).is_file():
+            raise UserError(f"{folder / f} not found: {folder} is not a folder written by `zoo export`")
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        spec = RunSpec.from_dict(config["spec"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{folder / CONFIG_FILE}: not a readable export config ({type(e).__name__}: {e})") from None
+    if config.get("format", 0) > FORMAT:
+        raise UserError(f"{folder}: exported by a newer seq2seq-zoo (format {config['format']}); upgrade to load it")
+    vocab = Vocab.load(folder / VOCAB_FILE)
+    model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
+    missing, unexpected = load_model(model, str(folder / WEIGHTS_FILE), strict=False)
+    if missing or unexpected:
+        raise UserError(f"{folder / WEIGHTS_FILE}: does not fit the model in {CONFIG_FILE} (missing "
+                        f"{', '.join(missing[:3]) or 'none'}; unexpected {', '.join(unexpected[:3]) or 'none'})")
+    return model.eval(), vocab, spec
+
+
+def _ci_line(run_dir: Path, metric: str) -> str:
+    from seq2seq_zoo import stats
+    from seq2seq_zoo.results import read_scores
+    try:
+        per = read_scores(run_dir) or {}
+    except Exception:  # a damaged scores file: the card says so rather than failing the export
+        return "(per-example scores unreadable)"
+    x = [v[metric] for v in per.values() if v.get(metric) is not None]
+    if not x:
+        return ""
+    lo, hi = stats.ci(x)
+    return f"[{lo:.2f}, {hi:.2f}]"
+
+
+def _lead_of(run_dir: Path, record: dict) -> dict | None:
+    """The LEAD baseline's record in the same experiment folder on the same dataset, if any."""
+    for p in sorted(run_dir.parent.glob("*/record.json")):
+        try:
+            r = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if str(r.get("model", "")).startswith("lead") and r.get("data", {}).get("dataset") == record["data"]["dataset"]:
+            return r
+    return None
+
+
+def model_card(run_dir: Path, record: dict | None, spec, checkpoint: str) -> str:
+    """The README.md of an exported model: what it was trained on, how well it does, and its limits."""
+    from seq2seq_zoo.utils import hardware_str
+    lines = [f"# {spec.experiment}/{spec.name}: {spec.model}", ""]
+    if spec.description:
+        lines += [spec.description, ""]
+    lines += ["Exported by `zoo export` from a seq2seq-zoo run. Load it with:", "", "```python",
+              "from seq2seq_zoo import Summarizer", "s = Summarizer.from_pretrained(\"THIS_FOLDER\")",
+              "print(s.summarize([\"#Person1#: Hi, how are you? #Person2#: Fine, thanks.\"])[0])", "```", ""]
+    if record is None:
+        return "\n".join(lines + ["No run record was found: data, metrics and training budget are unknown.", ""])
+    d, ev, tr = record["data"], record["eval"], record["train"]
+    sc = ev["scores"]
+    lines += ["## Data", "",
+              f"- dataset: {d['dataset']}; training/validation/test examples: {d['sizes'].get('train')}/"
+              f"{d['sizes'].get('validation')}/{d['sizes'].get('test')}",
+              f"- vocabulary: {d['vocab_size']:,} words; source cut at {spec.data.max_src_len} tokens, summaries at "
+              f"{spec.data.max_tgt_len}", ""]
+    lines += ["## Test metrics", "", f"On the `{ev['split']}` split, {ev['n_examples']} examples, F1 x 100 with 95% "
+              "bootstrap CIs over examples:", "", "| metric | value | 95% CI |", "|---|---|---|"]
+    for key, label in (("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"),
+                       ("rougeLsum", "ROUGE-Lsum"), ("bertscore_f1", "BERTScore F1")):
+        if sc.get(key) is not None:
+            lines.append(f"| {label} | {sc[key]:.2f} | {_ci_line(run_dir, key)} |")
+    lines += ["", "## Training", "",
+              f"- seed {record['seed']}; profile {record.get('profile') or 'full size'}; precision {tr['precision']}",
+              f"- {tr['epochs_run']} epoch(s), {tr['steps']:,} updates, {tr['train_tokens']:,} training tokens, "
+              f"{tr['train_seconds'] / 60:.1f} min of training; best checkpoint at update {tr['best_step']} "
+              f"(by validation {tr.get('val_metric', 'loss')}); exported weights: `{checkpoint}`",
+              f"- parameters: {record['params']['total']:,}",
+              f"- hardware: {hardware_str(record['hardware'])}",
+              f"- code: seq2seq-zoo {record.get('version')}"
+              + (f", commit {record['code'].get('commit')}" if isinstance(record.get("code"), dict)
+                 and record["code"].get("commit") else ""), ""]
+    limits = []
+    lead = _lead_of(run_dir, record)
+    if lead is not None and lead["eval"]["scores"].get("rouge1") is not None and sc.get("rouge1") is not None:
+        l1 = lead["eval"]["scores"]["rouge1"]
+        rel = "below" if sc["rouge1"] <= l1 else "above"
+        limits.append(f"**{rel} LEAD**: ROUGE-1 {sc['rouge1']:.2f} vs {l1:.2f} for the LEAD baseline "
+                      f"({lead['run']}) on the same test set")
+    if tr.get("history"):
+        vals = [h.get("val_loss") for h in tr["history"] if h.get("val_loss") is not None]
+        if vals and not tr.get("stopped_early") and vals[-1] <= min(vals):
+            limits.append("not converged: validation loss was still falling when training ended")
+    limits.append(f"trained on {d['dataset']} only: other text (another domain, length or language) is out of "
+                  "its training distribution; a word-level vocabulary maps unseen words to <unk>"
+                  + (" (copied from the source by the pointer)" if "pointer" in spec.model else ""))
+    if record.get("stale") or record.get("changed_settings"):
+        limits.append(f"the run's record is marked: {record.get('stale') or record.get('changed_settings')}")
+    lines += ["## Known limits", "", *[f"- {x}" for x in limits], ""]
+    return "\n".join(lines)

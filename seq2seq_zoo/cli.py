@@ -314,6 +314,8 @@ def _main(argv: list[str] | None) -> int:
     if not args.cmd:
         ap.print_help()
         return EXIT_USAGE
+    if getattr(args, "no_progress", False):
+        _no_progress_anywhere()
     old_term = _sigterm_like_ctrl_c()
     try:
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
@@ -345,6 +347,19 @@ def _main(argv: list[str] | None) -> int:
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _no_progress_anywhere() -> None:
+    """--no-progress: also the bars of libraries (BERTScore's weight loading in transformers and the
+    Hugging Face hub, any other tqdm bar left at its default)."""
+    os.environ["TQDM_DISABLE"] = "1"                    # tqdm >= 4.66: the default of ``disable``
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"    # read by huggingface_hub and transformers
+    hub = sys.modules.get("huggingface_hub.utils")
+    if hub is not None and hasattr(hub, "disable_progress_bars"):
+        hub.disable_progress_bars()
+    tf = sys.modules.get("transformers.utils.logging")
+    if tf is not None and hasattr(tf, "disable_progress_bar"):
+        tf.disable_progress_bar()
 
 
 def _sigterm_like_ctrl_c():
@@ -872,7 +887,7 @@ def cmd_params(args) -> int:
             vocabs[key] = len(prepare_data(spec, args.data_dir, log=lambda *_: None)[0])
         with torch.device("meta"):
             model = build_model(spec.model, model_context(vocabs[key], spec.data), spec.model_options)
-        rows.append({"run": spec.name, "model": spec.model, "data": {"vocab_size": vocabs[key]},
+        rows.append({"run": spec.name, "seed": spec.seed, "model": spec.model, "data": {"vocab_size": vocabs[key]},
                      "params": count_parameters(model)})
     print(to_markdown(params_table(rows)), end="")
     return 0

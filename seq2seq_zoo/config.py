@@ -657,10 +657,12 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     findings = parse_findings(raw.get("findings", []), groups, [d.name for d in decodes], ctx.fail)
     if only:
         names = [s.name for s in specs]
+        # a run's name selects every seed of it ("tmax": tmax-seed1, tmax-seed2, ...); NAME-seedN one seed
+        base = {s.name: re.sub(rf"-seed{s.seed}$", "", s.name) for s in specs}
         for o in only:
-            if o not in names:
+            if o not in names and o not in base.values():
                 raise ConfigError(f"{path}: no run named '{o}'.{did_you_mean(o, names)} Runs: {', '.join(names)}")
-        specs = [s for s in specs if s.name in only]
+        specs = [s for s in specs if s.name in only or base[s.name] in only]
     return Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
                       description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
                       findings=findings)

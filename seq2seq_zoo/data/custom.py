@@ -13,6 +13,10 @@ The experiment file names the files per split and the fields (``data.options``):
     target = ["summary", "summary2"]       # one field, or several: several references per example
     id = "doc_id"                          # optional; default <file>-<line>
 
+One file for all three splits: ``file = "corpus/all.jsonl"`` and
+``split = {train = 0.9, validation = 0.05, test = 0.05, seed = 1}``: the rows are shuffled with the seed
+and cut in these fractions (the same rows in the same split on every machine and every run).
+
 ``hf``: ``path`` is a hub dataset ("EdinburghNLP/xsum") or a folder written by ``save_to_disk``; ``name``
 its configuration; ``splits`` maps our split names to the dataset's (``{validation = "dev"}``);
 ``data_files`` is passed to ``datasets.load_dataset`` (e.g. ``path = "json"`` with a file per split),
@@ -33,7 +37,51 @@ def _targets(target: str | list[str]) -> list[str]:
     return [target] if isinstance(target, str) else list(target)
 
 
+def _check_split(options: dict):
+    """``split = {train, validation, test, seed}`` with one ``file``: (key, message) of the first problem."""
+    sp = options["split"]
+    if not isinstance(sp, dict):
+        return "split", "give the fractions as a table: split = {train = 0.9, validation = 0.05, test = 0.05, seed = 1}"
+    bad = [k for k in sp if k not in (*SPLITS, "seed")]
+    if bad:
+        return "split", f"unknown key '{bad[0]}'; the keys are {', '.join(SPLITS)} and seed"
+    fr = [sp.get(k, 0) for k in SPLITS]
+    if any(not isinstance(f, (int, float)) or isinstance(f, bool) or not 0 <= f <= 1 for f in fr) or \
+            not all(sp.get(k) for k in SPLITS) or sum(fr) > 1 + 1e-9:
+        return "split", (f"fractions {dict(zip(SPLITS, fr))}: each split needs a fraction in (0, 1] and together at "
+                         "most 1, e.g. split = {train = 0.9, validation = 0.05, test = 0.05, seed = 1}")
+    if not isinstance(sp.get("seed", 1), int):
+        return "split", "seed must be an integer"
+    if any(options.get(k) for k in SPLITS):
+        return "split", ("give either one file (file = \"...\" with split = {...}) or a file per split "
+                         "(train / validation / test), not both")
+    if not options.get("file"):
+        return "file", "split = {...} cuts one file: name it with data.options.file = \"path/to/file\""
+    if not Path(options["file"]).is_file():
+        return "file", f"file {options['file']!r} not found (relative paths are taken from the folder you run zoo in)"
+    return None
+
+
+def _split_of(rows, split: str, fractions: dict) -> list:
+    """The rows of ``split`` when one file is cut by ``fractions`` ({train, validation, test, seed})."""
+    import numpy as np
+    rows = list(rows)
+    order = np.random.default_rng(int(fractions.get("seed", 1))).permutation(len(rows))
+    start = 0
+    for k in SPLITS:
+        n = int(round(fractions[k] * len(rows)))
+        if k == split:
+            return [rows[i] for i in sorted(order[start: start + n])]
+        start += n
+    return []
+
+
 def _check_fields(options: dict, files: bool):
+    if files and options.get("split") is not None:
+        problem = _check_split(options)
+        if problem:
+            return problem
+        files = False
     if files:
         for split in SPLITS:
             if not options.get(split):
@@ -84,14 +132,17 @@ def _fields_note(source, target, id) -> dict:
 
 
 @register_dataset("jsonl")
-def jsonl(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
+def jsonl(data_dir: Path, part: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
           train: str = "", validation: str = "", test: str = "", source: str = "", target: str | list[str] = "",
-          id: str = "", encoding: str = "utf-8"):
-    """Your own JSON Lines files: data.options names the files per split and the fields."""
+          id: str = "", encoding: str = "utf-8", file: str = "", split: dict | None = None):
+    """Your own JSON Lines files: data.options names the files per split (or one file and ``split``) and
+    the fields."""
     stats = stats or ReadStats()
-    path = Path({"train": train, "validation": validation, "test": test}[split])
+    path = Path(file if split else {"train": train, "validation": validation, "test": test}[part])
     _note_file(stats, path, _fields_note(source, target, id))
     rows = ((path, lineno, f"{path.stem}-{lineno}", obj) for lineno, obj in _jsonl(path, stats, on_bad, encoding))
+    if split:  # one file cut in three (``part``: the split asked for)
+        rows = _split_of(rows, part, split)
     return _read_rows(rows, source, target, id, on_bad, stats)
 
 
@@ -126,14 +177,17 @@ def _delimited(path: Path, delimiter: str, encoding: str, on_bad: str, stats: Re
 
 
 def _delimited_reader(delimiter: str, name: str):
-    def read(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
+    def read(data_dir: Path, part: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
              train: str = "", validation: str = "", test: str = "", source: str = "",
-             target: str | list[str] = "", id: str = "", encoding: str = "utf-8"):
+             target: str | list[str] = "", id: str = "", encoding: str = "utf-8", file: str = "",
+             split: dict | None = None):
         stats = stats or ReadStats()
-        path = Path({"train": train, "validation": validation, "test": test}[split])
+        path = Path(file if split else {"train": train, "validation": validation, "test": test}[part])
         _note_file(stats, path, _fields_note(source, target, id))
         rows = ((path, lineno, f"{path.stem}-{lineno}", obj)
                 for lineno, obj in _delimited(path, delimiter, encoding, on_bad, stats))
+        if split:
+            rows = _split_of(rows, part, split)
         return _read_rows(rows, source, target, id, on_bad, stats)
     read.__doc__ = f"Your own {name} files with a header line: data.options names the files per split and the columns."
     read.__name__ = read.__qualname__ = name

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from seq2seq_zoo import reuse
 from seq2seq_zoo.report import extras, finetune, plots, significance
-from seq2seq_zoo.report.tables import fmt, loss_table, params_table, results_table, to_markdown, val_loss_table
+from seq2seq_zoo.report.tables import (fmt, loss_table, params_table, results_table, split_constant, to_markdown,
+                                       val_loss_table)
 from seq2seq_zoo.results import load_records
 from seq2seq_zoo.utils import DamagedFile, atomic_write_text, hardware_str
 
@@ -159,7 +160,8 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
     df = results_table(rows)                     # one row per seed: table.csv
     groups = significance.group_rows(rows)       # one row per run: mean ± sd over seeds, CIs, LEAD mark
     gdf = significance.grouped_table(df, rows, groups)
-    md = to_markdown(gdf)
+    shown, same_line = split_constant(gdf)       # settings that never vary: one header line, not columns
+    md = (same_line + "\n\n" if same_line else "") + to_markdown(shown)
     lead_line = significance.lead_sentence(groups)
     try:
         judged = significance.judge_all(exp_dir, groups, records)
@@ -174,14 +176,15 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
             else m.split(":", 1)[0] for m in damaged) + " (see `zoo report`'s message)")
     t1 = extras.splits_table(rows)  # the seeds' Table 1: evaluation split and training sample
     t1_md = to_markdown(fmt(t1)) + "\n" + "\n".join(extras.splits_notes(rows)) + "\n" if t1 is not None else ""
-    caption = _latex_escape(" ".join(n.lstrip("- ").replace("**", "").replace("`", "") for n in notes))
+    caption = _latex_escape(" ".join(n.lstrip("- ").replace("**", "").replace("`", "")
+                                     for n in ([same_line] if same_line else []) + notes))
     if t1 is not None:
         for path, text in ((exp_dir / "table_splits.md", t1_md), (exp_dir / "table_splits.csv", t1.to_csv(index=False))):
             atomic_write_text(path, text)
             written.append(path)
     for path, text in ((exp_dir / "table.md", lead_line + "\n\n" + md + "\n" + "\n".join(notes) + "\n"),
                        (exp_dir / "table.csv", df.to_csv(index=False)),
-                       (exp_dir / "table.tex", gdf.to_latex(index=False, escape=True, caption=caption,
+                       (exp_dir / "table.tex", shown.to_latex(index=False, escape=True, caption=caption,
                                                                 label=f"tab:{records[0]['experiment']}")),
                        (exp_dir / "val_loss.csv", vl.to_csv()),
                        (exp_dir / "loss.csv", loss_table(records).to_csv(index=False))):

@@ -400,6 +400,8 @@ def write_findings_index(root: Path) -> Path | None:
     """``results/FINDINGS.md``: every judged finding of every experiment folder under ``root``."""
     root = Path(root)
     files = sorted(set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}")))
+    from seq2seq_zoo.report.artifacts import git_ignored
+    files = [p for p in files if p not in git_ignored(files)]  # scratch folders (results/smoke/) stay out
     judged = []
     for p in files:
         try:

@@ -127,9 +127,20 @@ def decode_label(d: dict) -> str:
 
 
 def params_table(records: list[dict]) -> pd.DataFrame:
-    """Trainable parameters per component (the seed paper's Tables 5, 8, 11, 14)."""
-    rows = [{"run": r["run"], "model": r["model"], "vocab": r["data"]["vocab_size"], **r["params"]} for r in records]
-    df = pd.DataFrame(rows).fillna(0)
+    """Trainable parameters per component (the seed paper's Tables 5, 8, 11, 14); one row per run group
+    (the seeds of a run, ``NAME-seedN``, share a row when their counts are equal)."""
+    groups: dict[tuple, dict] = {}
+    for r in records:
+        base = re.sub(rf"-seed{r.get('seed')}$", "", r["run"])
+        key = (base, r["model"], r["data"]["vocab_size"], tuple(sorted(r["params"].items())))
+        groups.setdefault(key, {**r, "run": base})
+    records = list(groups.values())
+    # a component named like a leading column (a baseline's "model": 0) is renamed, not written over it
+    rows = [{"run": r["run"], "model": r["model"], "vocab": r["data"]["vocab_size"],
+             **{(f"{k} (params)" if k in ("run", "model", "vocab") else k): v for k, v in r["params"].items()}}
+            for r in records]
+    df = pd.DataFrame(rows)
+    df[df.columns[3:]] = df[df.columns[3:]].fillna(0)
     df = df[[c for c in df.columns if c != "total"] + ["total"]]  # components first, whatever a model adds
     for c in df.columns[3:]:
         df[c] = df[c].map(lambda v: f"{int(v):,}")
@@ -190,3 +201,29 @@ def to_markdown(df: pd.DataFrame) -> str:
         vals = ([str(i)] if idx else []) + ["" if pd.isna(v) else str(v) for v in row.tolist()]
         lines.append("| " + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
+
+
+# columns of the grouped table that are results or row names, never settings moved to the header line
+_NOT_SETTINGS = {"run", "vs LEAD", "kind", "seeds", "seed", "params", "p_gen", "copied OOV", "best val loss", "epochs",
+                 "converged", "train min", "tok/s", "trained as", *(label for _, label in SCORE_COLUMNS)}
+
+
+def split_constant(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Setting columns with one value in every row that has one (blank rows: baselines without the
+    setting) leave the table for a header line; columns blank in every row leave it silently. Returns
+    (the table, the line; "" when nothing moved)."""
+    if len(df) < 2:
+        return df, ""
+    drop, said = [], []
+    for c in df.columns:
+        vals = ["" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v) for v in df[c].tolist()]
+        present = [v for v in vals if v != ""]
+        if not present:
+            drop.append(c)
+        elif str(c) not in _NOT_SETTINGS and len(set(present)) == 1:
+            drop.append(c)
+            rows = [str(r) for r, v in zip(df["run"].tolist(), vals) if v != ""] if "run" in df.columns else []
+            only = f" ({', '.join(rows)} only)" if len(present) < len(vals) and rows else ""
+            said.append(f"{c} {present[0]}{only}")
+    line = ("**The same in every row** (so not in the table): " + "; ".join(said) + ".") if said else ""
+    return df.drop(columns=drop), line

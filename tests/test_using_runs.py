@@ -1,0 +1,307 @@
+"""Using trained runs: live logs (train_log.jsonl, TensorBoard), train.val_metric, checkpoint averaging,
+export and the Summarizer API, batch summarising, the plots, and the small command-line options.
+One tiny experiment (a Transformer scored by validation ROUGE-1 and decoded with averaged weights, and a
+LEAD row) is trained once for the module."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import run_cli, tiny_experiment, write_dialogsum
+
+RUNS = '''
+[[runs]]
+name = "tiny"
+train.val_metric = "rouge1"
+train.average_last = 2
+
+[[runs]]
+name = "lead"
+model = "lead"
+unit = "turn"
+choose_k = [1, 2]
+'''
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("using_runs")
+    data = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
+    toml = tmp / "u.toml"
+    toml.write_text(tiny_experiment("u", RUNS, seeds=1, data_dir=data, epochs=2), encoding="utf-8")
+    results = tmp / "results"
+    assert run_cli(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    return {"tmp": tmp, "data": data, "toml": toml, "exp": results / "u", "run": results / "u" / "tiny"}
+
+
+def _test_sources(data: Path) -> list[str]:
+    rows = [json.loads(x) for x in (data / "dialogsum" / "dialogsum.test.jsonl").read_text().splitlines()]
+    return [r["dialogue"] for r in rows]
+
+
+# ------------------------------------------------------------------------------------ live logging
+def test_train_log_has_every_update_validation_and_samples(trained):
+    rec = json.loads((trained["run"] / "record.json").read_text())
+    rows = [json.loads(x) for x in (trained["run"] / "logs" / "train_log.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train] == list(range(1, rec["train"]["steps"] + 1))
+    assert all(r["grad_norm"] > 0 and r["lr"] == pytest.approx(0.003) and r["tokens_per_s"] > 0 for r in train)
+    val = [r for r in rows if r["kind"] == "val"]
+    assert [v["val_loss"] for v in val] == pytest.approx([p["val_loss"] for p in rec["train"]["val_curve"]])
+    assert all("val_rouge1" in v for v in val)
+    assert len([r for r in rows if r["kind"] == "sample"]) == 2 * len(val)
+
+
+def test_tensorboard_event_file_holds_the_tags(trained):
+    pytest.importorskip("tensorboard", reason="pip install 'seq2seq-zoo[tensorboard]'")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    tb = trained["run"] / "logs" / "tensorboard"
+    assert list(tb.glob("events.out.tfevents.*"))
+    ea = EventAccumulator(str(tb), size_guidance={"scalars": 0, "tensors": 0})
+    ea.Reload()
+    scalars = set(ea.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "val/loss", "val/rouge1"} <= scalars
+    rec = json.loads((trained["run"] / "record.json").read_text())
+    assert [e.step for e in ea.Scalars("train/loss")] == list(range(1, rec["train"]["steps"] + 1))
+    assert any(t.startswith("samples") for t in ea.Tags()["tensors"])
+
+
+def test_logs_are_git_ignored():
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["git", "check-ignore", "results/x/y/logs/train_log.jsonl",
+                          "results/x/y/logs/tensorboard/events.out.tfevents.1", "results/smoke/tiny/record.json"],
+                         cwd=root, capture_output=True, text=True)
+    if out.returncode == 128:
+        pytest.skip("not a git work tree")
+    assert len(out.stdout.split()) == 3
+
+
+# ------------------------------------------------------------------------------------- val_metric
+def test_val_metric_per_epoch_in_loss_csv_and_record(trained):
+    import pandas as pd
+    rec = json.loads((trained["run"] / "record.json").read_text())
+    df = pd.read_csv(trained["exp"] / "loss.csv")
+    tiny = df[df.run == "tiny"]
+    assert list(tiny.epoch) == [1, 2]
+    assert list(tiny.val_rouge1) == pytest.approx([h["val_rouge1"] for h in rec["train"]["history"]])
+    assert rec["train"]["best_score"] == pytest.approx(max(tiny.val_rouge1))
+
+
+def test_stop_message_names_the_metric():
+    from seq2seq_zoo.config import TrainConfig
+    from seq2seq_zoo.train.loop import LoopState, _validate
+    from conftest import tiny_encoded, tiny_transformer
+    vocab, data = tiny_encoded(4, max_src=32)
+    model = tiny_transformer(len(vocab))
+    cfg = TrainConfig(val_metric="rouge1", patience=1, batch_size=4)
+    st = LoopState(best_score=2.0)  # unbeatable: the first validation stops the run
+    lines = []
+    _validate(model, data, cfg, torch.device("cpu"), None, st, lambda p: None, Path("."), lines.append, None, vocab)
+    assert st.stopped_early
+    assert "best rouge1 200.00" in lines[-1] and "val loss" not in lines[-1]
+
+
+# -------------------------------------------------------------------------------------- averaging
+def test_average_state_dicts_is_the_mean():
+    from seq2seq_zoo.averaging import average_state_dicts
+    a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)}
+    b = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(5)}
+    out = average_state_dicts([a, b])
+    assert torch.equal(out["w"], torch.tensor([2.0, 4.0])) and int(out["n"]) == 5
+
+
+def test_averaged_checkpoint_is_the_mean_of_the_kept_epochs(trained):
+    from seq2seq_zoo.utils import load_checkpoint
+    ck = trained["run"] / "checkpoints"
+    kept = sorted(p.name for p in ck.glob("epoch*.pt"))
+    assert kept == ["epoch001.pt", "epoch002.pt"]
+    e1, e2 = (load_checkpoint(ck / n)["model"] for n in kept)
+    avg = load_checkpoint(ck / "averaged.pt")["model"]
+    for k in avg:
+        if torch.is_floating_point(avg[k]):
+            torch.testing.assert_close(avg[k], (e1[k] + e2[k]) / 2)
+    rec = json.loads((trained["run"] / "record.json").read_text())
+    assert "averaged.pt" in rec["train"]["decoded_with"]
+
+
+def test_decoding_used_the_averaged_weights(trained):
+    from seq2seq_zoo.inference import Summarizer
+    preds = [json.loads(x)["prediction"] for x in (trained["run"] / "predictions.jsonl").read_text().splitlines()]
+    got = Summarizer.from_run(trained["run"], "averaged.pt").summarize(_test_sources(trained["data"]), batch_size=8)
+    assert got == preds
+
+
+def test_zoo_average_command(trained, capsys):
+    assert run_cli(["average", str(trained["run"]), "--last", "2"]) == 0
+    assert run_cli(["average", str(trained["run"]), "--last", "5"]) == 2
+    assert "train.average_last" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- export and the API
+def test_export_and_from_pretrained(trained, tmp_path):
+    from safetensors import safe_open
+
+    from seq2seq_zoo import Summarizer
+    out = tmp_path / "model"
+    assert run_cli(["export", str(trained["run"]), str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"model.safetensors", "config.json", "vocab.json", "README.md"}
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        assert len(list(f.keys())) > 0
+    card = (out / "README.md").read_text()
+    for needed in ("dialogsum", "ROUGE-1", "95% CI", "seed 1", "updates", "hardware", "below LEAD"):
+        assert needed in card, needed
+    texts = _test_sources(trained["data"])
+    exported = Summarizer.from_pretrained(out)
+    assert exported.summarize(texts) == Summarizer.from_run(trained["run"]).summarize(texts)
+    assert exported(texts[0]) == exported.summarize(texts[:1])[0]
+    assert exported.summarize(["", texts[0]])[0] == ""
+
+
+def test_from_pretrained_refuses_a_foreign_folder(tmp_path):
+    from seq2seq_zoo.errors import UserError
+    from seq2seq_zoo.inference import Summarizer
+    with pytest.raises(UserError, match="zoo export"):
+        Summarizer.from_pretrained(tmp_path)
+
+
+def test_summarize_jsonl_and_stdin_lines(trained, tmp_path, monkeypatch, capsys):
+    import io
+    texts = _test_sources(trained["data"])
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps({"id": f"x{i}", "dialogue": t}) + "\n" for i, t in enumerate(texts)))
+    out = tmp_path / "out.jsonl"
+    assert run_cli(["summarize", str(trained["run"]), "--input", str(inp), "--output", str(out), "--batch-size",
+                    "2", "--no-progress"]) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    from seq2seq_zoo.inference import Summarizer
+    assert rows == [{"id": f"x{i}", "summary": s}
+                    for i, s in enumerate(Summarizer.from_run(trained["run"]).summarize(texts))]
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(t.replace("\n", " ") for t in texts) + "\n"))
+    assert run_cli(["summarize", str(trained["run"]), "--input", "-", "--no-progress"]) == 0
+    got = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [g["id"] for g in got] == ["0", "1", "2"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a b c"}\n{"body": "x"}\n')
+    assert run_cli(["summarize", str(trained["run"]), "--input", str(bad)]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ plots
+def test_every_plot_renders_with_titled_axes(trained, monkeypatch):
+    from PIL import Image
+
+    from seq2seq_zoo.report import build_report, plots
+    seen = {}
+    real = plots._save
+
+    def keep(fig, path):
+        seen[Path(path).name] = [(ax.get_title() or fig._suptitle.get_text() if fig._suptitle else ax.get_title(),
+                                  ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes if ax.get_visible()
+                                 and ax.get_label() != "<colorbar>"]
+        return real(fig, path)
+    monkeypatch.setattr(plots, "_save", keep)
+    import seq2seq_zoo.report.finetune as finetune
+    monkeypatch.setattr(finetune, "_save", keep, raising=False)
+    build_report(trained["exp"])
+    for name in ("scores.png", "val_loss.png", "lr_schedule.png", "positional_encodings.png", "attention_tiny.png"):
+        assert name in seen, name
+        main = seen[name][0]
+        assert main[0] and main[1] and main[2], (name, main)
+        w, h = Image.open(trained["exp"] / "plots" / name).size
+        assert 300 < w < 4000 and 200 < h < 3000, (name, w, h)
+        assert (trained["exp"] / "plots" / name).stat().st_size < 1_000_000
+    assert "experiment u" in seen["scores.png"][0][0] and "dataset dialogsum" in seen["val_loss.png"][0][0]
+    assert "heads averaged" not in seen["attention_tiny.png"][0][0]
+    assert "mean of 2 heads" in seen["attention_tiny.png"][0][0]
+    assert "source token" in seen["attention_tiny.png"][0][1]
+
+
+def test_attention_title_names_the_map_in_words():
+    from seq2seq_zoo.report.plots import human_map_name
+    assert human_map_name("decoder_layer2_block2_decenc_att", 4) == \
+        "encoder-decoder attention, decoder layer 2 (mean of 4 heads)"
+    assert human_map_name("decoder_layer1_block2_decenc_att", 1) == "encoder-decoder attention, decoder layer 1"
+
+
+def test_one_epoch_val_loss_has_no_band(tmp_path, monkeypatch):
+    from seq2seq_zoo.report import plots
+    recs = [{"run": f"a-seed{s}", "seed": s, "experiment": "e", "data": {"dataset": "d"}, "profile": None,
+             "train": {"history": [{"epoch": 1, "val_loss": 3.0 + s / 10, "train_loss": 4.0}]}} for s in (1, 2)]
+    calls = []
+    monkeypatch.setattr(plots.plt.Axes, "fill_between", lambda *a, **k: calls.append(a))
+    assert plots.val_loss(recs, tmp_path / "v.png")
+    assert not calls
+
+
+# ------------------------------------------------------------------------------- tables and commands
+def test_constant_settings_leave_the_table_for_a_header_line(trained):
+    md = (trained["exp"] / "table.md").read_text()
+    assert "**The same in every row**" in md
+    header = next(x for x in md.splitlines() if x.startswith("| run"))
+    for col in ("d_model", "heads", "layers"):  # the same for the one trained run
+        assert f"| {col} |" not in header
+
+
+def test_params_table_keeps_the_model_name_and_groups_seeds():
+    from seq2seq_zoo.report.tables import params_table, to_markdown
+    recs = [{"run": "lead", "seed": 1, "model": "lead", "data": {"vocab_size": 2328},
+             "params": {"model": 0, "total": 0}}]
+    recs += [{"run": f"t-seed{s}", "seed": s, "model": "transformer", "data": {"vocab_size": 50},
+              "params": {"encoder": 10, "total": 10}} for s in (1, 2, 3)]
+    md = to_markdown(params_table(recs))
+    assert "| lead | lead | 2328 |" in md
+    assert md.count("| t | transformer |") == 1 and "seed" not in md
+
+
+def test_only_selects_every_seed(tmp_path, capsys):
+    from seq2seq_zoo.config import load_experiment
+    toml = tmp_path / "e.toml"
+    toml.write_text(tiny_experiment("e", '[[runs]]\nname = "tmax"\n[[runs]]\nname = "other"\n', seeds=1)
+                    .replace("seeds = [1]", "seeds = [1, 2]"))
+    assert [s.name for s in load_experiment(toml, only=["tmax"]).runs] == ["tmax-seed1", "tmax-seed2"]
+    assert [s.name for s in load_experiment(toml, only=["tmax-seed2"]).runs] == ["tmax-seed2"]
+    assert run_cli(["run", str(toml), "--only", "tmax", "--dry-run", "--results", str(tmp_path / "r")]) == 0
+    assert run_cli(["run", str(toml), "--only", "tmx", "--dry-run", "--results", str(tmp_path / "r")]) == 2
+
+
+def test_eval_prints_a_summary_and_json_on_request(trained, capsys):
+    assert run_cli(["eval", str(trained["run"])]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("3 examples: ROUGE-1 ") and "{" not in out and len(out.splitlines()) == 1
+    assert run_cli(["eval", str(trained["run"]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_examples"] == 3
+
+
+def test_version(capsys):
+    from seq2seq_zoo import __version__
+    with pytest.raises(SystemExit) as e:
+        run_cli(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"seq2seq-zoo {__version__}"
+
+
+def test_no_progress_silences_library_bars(trained, monkeypatch, tmp_path):
+    """BERTScore's weight-loading bar is transformers' (through huggingface_hub): --no-progress turns it off."""
+    tf_logging = pytest.importorskip("transformers.utils.logging")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+    was = tf_logging.is_progress_bar_enabled()
+    tf_logging.enable_progress_bar()
+    inp = tmp_path / "t.txt"
+    inp.write_text("#Person1#: Hello Amy.\n")
+    try:
+        assert run_cli(["summarize", str(trained["run"]), "--input", str(inp), "--no-progress"]) == 0
+        import os
+        assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" and os.environ["TQDM_DISABLE"] == "1"
+        assert not tf_logging.is_progress_bar_enabled()
+    finally:
+        if was:
+            import warnings
+            with warnings.catch_warnings():  # huggingface_hub read the variable when it was imported
+                warnings.simplefilter("ignore")
+                tf_logging.enable_progress_bar()

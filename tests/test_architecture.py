@@ -328,7 +328,8 @@ def test_attention_json_names_the_map_the_plot_draws(tmp_path):
     a = json.loads((tmp_path / "attention.json").read_text())
     assert a["cross_attention"] == "decoder_layer2_block2_decenc_att" and a["cross_attention"] in a["maps"]
     assert len(a["maps"][a["cross_attention"]]) == 4                      # 3 tokens + EOS rows
-    assert set(json.loads((tmp_path / "positional.json").read_text())) == {"encoder.pe", "decoder.pe"}
+    pos = json.loads((tmp_path / "positional.json").read_text())   # lean: the table the plot draws
+    assert pos["format"] == "lean-1" and set(pos["tables"]) == {"encoder.pe"} and pos["positions"] >= 64
 
 
 def test_the_loop_and_the_record_use_the_same_schedule_dim(tmp_path):

@@ -171,7 +171,7 @@ def test_report_without_records_is_a_clear_error(tmp_path, capsys):
 def test_eval_and_summarize_commands(finished_run, capsys):
     toml, results, exp, data_dir = finished_run
     capsys.readouterr()
-    assert main(["eval", str(exp / "learned")]) == 0
+    assert main(["eval", str(exp / "learned"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rec = json.loads((exp / "learned" / "record.json").read_text())
     assert out["n_examples"] == 3

@@ -452,7 +452,7 @@ def test_second_run_skips_decodes_and_zoo_eval_adds_one(swept, capsys):
     out = capsys.readouterr().out
     assert out.count("already done") == 3  # the run and its two decodes
     run = exp / "r"
-    assert main(["eval", str(run), "--decode", "beam_size=3,min_len=3", "--name", "b3", "--no-progress"]) == 0
+    assert main(["eval", str(run), "--decode", "beam_size=3,min_len=3", "--name", "b3", "--no-progress", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)  # the scores on stdout, progress on stderr
     assert res["decode"] == "b3" and res["n_examples"] == 3 and "rouge1" in res["train_sample"]
     assert [r["decode"] for r in _rows(exp / "table.csv")] == ["default", "greedy", "same", "b3"]

@@ -106,7 +106,7 @@ def test_eval_save_scores_the_runs_decoding_variants_too(tmp_path, capsys):
     dec = run / "decodes" / "b2"
     before = [json.loads(x) for x in (dec / "scores.jsonl").read_text().splitlines()]
     capsys.readouterr()
-    assert _run(["eval", str(run), "--metrics", "repetition", "--save"]) == 0
+    assert _run(["eval", str(run), "--metrics", "repetition", "--save", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["decodes"]) == {"b2"} and "repetition" in out["decodes"]["b2"]["eval"]
     rec = json.loads((dec / "record.json").read_text())

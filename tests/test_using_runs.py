@@ -242,7 +242,7 @@ def test_one_epoch_val_loss_has_no_band(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------- tables and commands
 def test_constant_settings_leave_the_table_for_a_header_line(trained):
     md = (trained["exp"] / "table.md").read_text()
-    assert "**The same in every row**" in md
+    assert "**Settings that do not vary**" in md
     header = next(x for x in md.splitlines() if x.startswith("| run"))
     for col in ("d_model", "heads", "layers"):  # the same for the one trained run
         assert f"| {col} |" not in header

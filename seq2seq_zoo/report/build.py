@@ -202,7 +202,9 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
     figs = [f for name, fn in draw.items() if only_plots is None or name in only_plots for f in fn()]
     figs = [f for f in figs if f is not None]
     if only_plots is not None:  # the plots not redrawn stay in the README as they are
-        figs = sorted(set(figs) | set(pdir.glob("*.png")), key=lambda f: f.name)
+        order = ["scores", "val_loss", "lr_schedule", "positional_encodings", "attention_", "val_score"]
+        figs = sorted(set(figs) | set(pdir.glob("*.png")),
+                      key=lambda f: (next((i for i, p in enumerate(order) if f.stem.startswith(p)), len(order)), f.name))
     written += figs
     findings = ""
     readme_src = exp_dir / "NOTES.md"  # hand-written findings, kept across report rebuilds

@@ -216,14 +216,18 @@ def split_constant(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         return df, ""
     drop, said = [], []
     for c in df.columns:
-        vals = ["" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v) for v in df[c].tolist()]
+        vals = ["" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v).strip() for v in df[c].tolist()]
+        vals = ["" if v in ("nan", "None") else v for v in vals]
         present = [v for v in vals if v != ""]
         if not present:
             drop.append(c)
         elif str(c) not in _NOT_SETTINGS and len(set(present)) == 1:
             drop.append(c)
-            rows = [str(r) for r, v in zip(df["run"].tolist(), vals) if v != ""] if "run" in df.columns else []
-            only = f" ({', '.join(rows)} only)" if len(present) < len(vals) and rows else ""
+            names = df["run"].astype(str).tolist() if "run" in df.columns else []
+            have = list(dict.fromkeys(r for r, v in zip(names, vals) if v != ""))
+            lack = list(dict.fromkeys(r for r, v in zip(names, vals) if v == ""))
+            only = "" if not lack or not names else f" (not {', '.join(lack)})" if len(lack) <= len(have) \
+                else f" ({', '.join(have)} only)"
             said.append(f"{c} {present[0]}{only}")
-    line = ("**The same in every row** (so not in the table): " + "; ".join(said) + ".") if said else ""
+    line = ("**Settings that do not vary** (left out of the table): " + "; ".join(said) + ".") if said else ""
     return df.drop(columns=drop), line

@@ -290,8 +290,11 @@ def test_no_progress_silences_library_bars(trained, monkeypatch, tmp_path):
     tf_logging = pytest.importorskip("transformers.utils.logging")
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+    import warnings
     was = tf_logging.is_progress_bar_enabled()
-    tf_logging.enable_progress_bar()
+    with warnings.catch_warnings():  # huggingface_hub may have read the variable when it was imported
+        warnings.simplefilter("ignore")
+        tf_logging.enable_progress_bar()
     inp = tmp_path / "t.txt"
     inp.write_text("#Person1#: Hello Amy.\n")
     try:
@@ -301,7 +304,19 @@ def test_no_progress_silences_library_bars(trained, monkeypatch, tmp_path):
         assert not tf_logging.is_progress_bar_enabled()
     finally:
         if was:
-            import warnings
-            with warnings.catch_warnings():  # huggingface_hub read the variable when it was imported
+            with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tf_logging.enable_progress_bar()
+
+
+@pytest.mark.parametrize("metric", ["loss", "rouge1"])
+def test_epoch_line_names_the_validation_metric_once(metric):
+    from seq2seq_zoo.config import TrainConfig
+    from seq2seq_zoo.train.loop import LoopState, _end_epoch
+    st = LoopState(step=4, train_tokens=100, train_seconds=1.0,
+                   val_curve=[{"step": 4, "epoch": 1, "val_loss": 2.5, **({"val_rouge1": 0.25} if metric != "loss" else {})}])
+    row = {"epoch": 1, "train_loss_sum": 30.0, "train_tokens": 10, "seconds": 1.0}
+    lines = []
+    _end_epoch(st, row, TrainConfig(val_metric=metric, epochs=2), lambda: None, lines.append)
+    assert lines[0].count("val loss") == 1 and "val loss 2.5000" in lines[0]
+    assert ("val rouge1 25.00" in lines[0]) == (metric == "rouge1")

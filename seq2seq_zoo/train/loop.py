@@ -333,7 +333,8 @@ def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log) -> Non
     if cfg.val_metric != "loss":
         row[metric] = st.val_curve[-1].get(metric)
     log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}"
-        + (f", val {cfg.val_metric} {100 * row[metric]:.2f}" if row.get(metric) is not None else "")
+        + (f", val {cfg.val_metric} {100 * row[metric]:.2f}" if cfg.val_metric != "loss"
+           and row.get(metric) is not None else "")
         + f", {row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
     st.epoch += 1
     st.batch = 0

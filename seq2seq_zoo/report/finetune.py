@@ -42,6 +42,11 @@ def val_metric_plot(records: list[dict], path: Path) -> Path | None:
         ax.plot(s.index, s.values, marker="o", ms=3, label=c)
     ax.set_xlabel("update")
     ax.set_ylabel("validation score (x100, greedy)")
+    from matplotlib.ticker import MaxNLocator
+
+    from seq2seq_zoo.report.plots import context
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"validation score (train.val_metric) per update\n{context(records)}", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)

@@ -396,7 +396,10 @@ def cmd_run(args) -> int:
     from seq2seq_zoo.utils import process_code_version
     process_code_version()     # the commit of the code imported now, for every run's record
     profile, exp = _experiment_of(args)
-    exp_dir = Path(args.results) / exp.name
+    from seq2seq_zoo.names import inside
+    exp_dir = inside(args.results, exp.name)  # resolves inside --results, before anything is written
+    for s in exp.runs:
+        inside(exp_dir, s.name)
     new_exp_dir = not exp_dir.exists()  # then a failure before any run wrote something leaves nothing behind
     if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
         from seq2seq_zoo.report.significance import write_declared

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq_zoo.errors import ConfigError
+from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, UnknownName,
                                   did_you_mean, model_options)
 
@@ -583,11 +584,12 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             raise ctx.fail(f"experiment.{k}", f"unknown key.{did_you_mean(k, EXPERIMENT_KEYS)} "
                            f"Valid: {', '.join(sorted(EXPERIMENT_KEYS))}")
     name = exp.get("name", path.stem)
-    if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name):
-        raise ctx.fail("experiment.name", f"{name!r} must be a plain name (letters, digits, _ . -)")
+    if name_problem(name):
+        raise ctx.fail("experiment.name", f"{name_problem(name)}; it must be {NAME_RULE}")
     seeds = exp.get("seeds", [1])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ctx.fail("experiment.seeds", f"expected a non-empty list of integers, got {seeds!r}")
+    _check_seeds(ctx, "experiment.seeds", seeds)
     for pname, pval in raw.get("profiles", {}).items():
         if not isinstance(pval, dict):
             raise ctx.fail(f"profiles.{pname}", "a profile must be a table ([profiles.NAME])")
@@ -619,8 +621,10 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             raise ctx.fail("runs", "must be an array of tables ([[runs]])")
         if "name" not in run:
             raise ctx.fail(f"runs[{i}]", "every [[runs]] entry needs a name")
-        if not isinstance(run["name"], str) or not re.fullmatch(r"[\w.-]+", run["name"]):
-            raise ctx.fail(f"runs[{i}].name", f"{run['name']!r} must be a plain name (letters, digits, _ . -)")
+        if name_problem(run["name"]):
+            raise ctx.fail(f"runs[{i}].name", f"{name_problem(run['name'])}; it must be {NAME_RULE}")
+        if "seed" in run:
+            _check_seeds(ctx, f"runs[{i}].seed", [run["seed"]])
     ctx.runs = runs
     for i, run in enumerate(runs):
         run = _with_like(ctx, i, runs)
@@ -649,6 +653,9 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             run_seeds = [run["seed"]] if "seed" in run else seeds
             for seed in run_seeds:
                 full = rname if len(run_seeds) == 1 else f"{rname}-seed{seed}"
+                if name_problem(full):  # a grid value or a seed suffix makes the folder name
+                    raise ctx.fail(f"runs[{i}].name", f"run name {full!r} (with its grid and seed suffixes): "
+                                   f"{name_problem(full)}; it must be {NAME_RULE}")
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
@@ -669,6 +676,20 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
 
 
 DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables
+SEED_MAX = 2**32 - 1   # what every generator seeded (numpy's included) accepts
+SEEDS_MAX = 100        # seeds of one experiment; each is a run of its own
+
+
+def _check_seeds(ctx: _Where, key: str, seeds: list) -> None:
+    """Seeds: integers 0..SEED_MAX, each once, at most SEEDS_MAX of them; checked before any model is built."""
+    for s in seeds:
+        if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= SEED_MAX:
+            raise ctx.fail(key, f"seed {s!r} must be an integer from 0 to {SEED_MAX}")
+    dup = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+    if dup is not None:
+        raise ctx.fail(key, f"seed {dup} is given twice; seeds must be unique (each gives a run of its own)")
+    if len(seeds) > SEEDS_MAX:
+        raise ctx.fail(key, f"{len(seeds)} seeds; at most {SEEDS_MAX} (each seed is a run trained on its own)")
 
 
 def decode_too_long(decode: DecodeConfig, data: DataConfig) -> str | None:
@@ -693,8 +714,8 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
         name = over.pop("name", None)
         if name is None:
             raise ctx.fail(label, "every [[decode]] entry needs a name (it labels the table rows)")
-        if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name):
-            raise ctx.fail(f"{label}.name", f"{name!r} must be a plain name (letters, digits, _ . -)")
+        if name_problem(name):
+            raise ctx.fail(f"{label}.name", f"{name_problem(name)}; it must be {NAME_RULE}")
         if name == DEFAULT_DECODE_NAME or name in {v.name for v in out}:
             what = "is the name of the runs' own decoding" if name == DEFAULT_DECODE_NAME else "is used twice"
             raise ctx.fail(f"{label}.name", f"duplicate decode name '{name}': it {what}; names must be unique")

@@ -84,3 +84,8 @@ class Preempted(KeyboardInterrupt):
 
 
 EXIT_PREEMPTED = 128 + 15  # what a shell reports for a process ended by SIGTERM; requeue scripts test it
+
+
+class UnsafePath(UserError, ValueError):
+    """A path the suite was about to write that would land outside its results folder (a name such as
+    ``..``, a path separator in a name, a symbolic link pointing elsewhere); nothing was written."""

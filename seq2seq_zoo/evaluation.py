@@ -41,6 +41,7 @@ from seq2seq_zoo.decode import generate
 from seq2seq_zoo.errors import ConfigError, DataError, MissingFile
 from seq2seq_zoo.inference import load_trained_run, run_spec
 from seq2seq_zoo.metrics import evaluate
+from seq2seq_zoo.names import NAME_MAX, check_name, inside
 from seq2seq_zoo.models.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
@@ -250,6 +251,8 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     ``<run>/decodes/<name>/``. on_change: what to do when that name was decoded before with other
     settings: "redo" (experiment files: the file is the truth) or "error" (``zoo eval``; --force redoes)."""
     run_dir = Path(run_dir)
+    for name, _ in variants:  # names are folder names: checked before anything is read or written
+        inside(run_dir / DECODES_DIR, check_name(name, f"decode name {name!r}"))
     rec_path = run_dir / "record.json"
     if not rec_path.is_file():
         raise MissingFile(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
@@ -301,7 +304,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     written = []
     for name, over, cfg, order in todo:
         log(f"[{name_run}] decode '{name}': {describe(dataclasses.asdict(cfg))}")
-        out = run_dir / DECODES_DIR / name
+        out = inside(run_dir / DECODES_DIR, name)
         out.mkdir(parents=True, exist_ok=True)
         per_example: dict[str, list[float]] = {}
         preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress,
@@ -332,9 +335,10 @@ def parse_variant_arg(text: str, name: str | None) -> tuple[str, dict[str, Any]]
     over = parse_decode_overrides(text)
     if name is None:
         name = "-".join(f"{k}{v}" for k, v in over.items())
-    if not re.fullmatch(r"[\w.-]+", name):
-        name = re.sub(r"[^\w.-]+", "_", name)
-    return name, over
+        if not re.fullmatch(r"[\w.-]+", name):
+            name = re.sub(r"[^\w.-]+", "_", name)
+        name = name.lstrip(".")[:NAME_MAX] or "variant"
+    return check_name(name, "--name"), over
 
 
 # ------------------------------------------------------------------- choosing decoding on validation

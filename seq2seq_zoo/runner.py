@@ -19,6 +19,7 @@ from seq2seq_zoo.data.text import tokenize
 from seq2seq_zoo.data.vocab import UNK_ID, Vocab
 from seq2seq_zoo.errors import InitError
 from seq2seq_zoo.evaluation import decode_and_score, evaluate_extras, pick_examples, teacher_forced_on
+from seq2seq_zoo.names import inside
 from seq2seq_zoo.models.base import build_model, count_parameters, model_context, model_options
 from seq2seq_zoo.precision import autocast_dtype
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
@@ -100,7 +101,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     t_start = time.perf_counter()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     code = process_code_version()   # the code this process imported, not a later checkout's
-    out = Path(out)
+    out = inside(Path(out).parent, Path(out).name)  # a run name such as '..' writes nothing
     ddp = distributed.current()  # None in one process; else this rank of a DDP run: only rank 0 writes
     main = ddp is None or ddp.is_main
     if not main:

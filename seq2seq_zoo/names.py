@@ -1,0 +1,57 @@
+"""Names and the paths made of them.
+
+Experiment, run, decoding-variant and archive member names become folder names under a results folder, so
+every one of them obeys one rule (:func:`name_problem`): letters, digits, ``_``, ``.`` and ``-`` only (so no
+path separator), not starting with a dot (so never ``.`` or ``..`` and never a hidden file), at most
+``NAME_MAX`` characters. Every writer then builds its paths with :func:`inside`, which checks that the path
+resolves (symbolic links followed) inside the folder it belongs to before anything is written.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from seq2seq_zoo.errors import ConfigError, UnsafePath
+
+NAME_MAX = 100
+NAME_RULE = f"a plain name (letters, digits, _ . -; not starting with a dot; at most {NAME_MAX} characters)"
+_NAME = re.compile(r"[\w-][\w.-]*")
+
+
+def name_problem(name) -> str | None:
+    """What is wrong with ``name`` as a folder name of the suite, or None when it is a plain name."""
+    if not isinstance(name, str):
+        return f"{name!r} is a {type(name).__name__}, not a name (a string)"
+    if not name:
+        return "the name is empty"
+    if name in (".", ".."):
+        return f"{name!r} is a path, not a name"
+    if name.startswith("."):
+        return f"{name!r} starts with a dot"
+    if len(name) > NAME_MAX:
+        return f"{name[:20]!r}... is {len(name)} characters long"
+    if not _NAME.fullmatch(name):
+        bad = next(c for c in name if not re.fullmatch(r"[\w.-]", c))
+        return f"{name!r} holds {bad!r}"
+    return None
+
+
+def check_name(name, where: str) -> str:
+    """``name`` itself when it obeys the rule, else ``ConfigError`` naming ``where`` (a key, an option)."""
+    problem = name_problem(name)
+    if problem:
+        raise ConfigError(f"{where}: {problem}; it must be {NAME_RULE}")
+    return name
+
+
+def inside(root: str | Path, *parts: str) -> Path:
+    """``root / parts``, after checking that it resolves (symbolic links followed, ``..`` applied) to
+    ``root`` itself or a path under it; else ``UnsafePath`` and nothing is written. Call it before
+    creating or writing the path."""
+    root = Path(root)
+    path = root.joinpath(*parts)
+    real_root, real = root.resolve(), path.resolve()
+    if real != real_root and not real.is_relative_to(real_root):
+        raise UnsafePath(f"{path}: resolves to {real}, outside {root}; nothing was written (a name must be "
+                         f"{NAME_RULE})")
+    return path

@@ -23,8 +23,10 @@ same machine continues it with ``--resume``). Then it writes OUT/remote_batch.tg
 checkpoints, plus the logs) and OUT/summary.txt. A second ``go`` on the same machine must not re-send DIR:
 whatever replaces it there replaces the checkpoints too.
 
-``unpack`` copies the finished runs (those with a record.json) into ``--results/<experiment>/`` and the
-logs into ``<experiment>/logs/``; it refuses to overwrite a run that is there unless ``--force``.
+``unpack`` copies the finished runs (those with a run-level record.json) into ``--results/<experiment>/``
+and the logs into ``<experiment>/logs/``; it refuses to overwrite a run that is there unless ``--force``,
+and then stages the new run beside it and swaps it in, removing the old one only once the new one is in
+place. An archive cut short or of another layout changes nothing.
 
 Why a script: the other machine has no copy of ../shared/data, no rouge-score and at most 64 MiB of
 travelling files; the steps above are the ones session #13 got wrong by hand (a second call re-sent
@@ -277,41 +279,132 @@ def _last_line(path: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- unpack
+def _archive_plan(names: list[str]) -> tuple[dict[tuple[str, str], list[str]], list[str], list[str], str | None]:
+    """What an archive written by ``go`` holds, from its member names (files only): {(experiment, run):
+    members} of the finished runs (those with a run-level ``res/<exp>/<run>/record.json``; a decoding
+    variant's ``decodes/<name>/record.json`` is part of its run, never a run), the log members, the
+    unfinished run folders, and the first member of a layout ``go`` never writes (or None)."""
+    sys.path.insert(0, str(ROOT))
+    from seq2seq_zoo.names import name_problem
+    runs: dict[tuple[str, str], list[str]] = {}
+    logs, odd = [], None
+    finished = {tuple(n.split("/")[1:3]) for n in names if n.count("/") == 3 and n.startswith("res/")
+                and n.endswith("/record.json")}
+    unfinished = set()
+    for n in names:
+        parts = n.split("/")
+        if n.startswith("/") or any(x in ("", ".", "..") for x in parts):
+            return {}, [], [], f"{n} (an absolute path, or '..', '.' or an empty part)"
+        if parts[0] == "logs" and len(parts) == 2 and not name_problem(parts[1]):
+            logs.append(n)
+        elif parts[0] == "res" and len(parts) == 3 and not name_problem(parts[1]):
+            continue  # the experiment's tables, README and findings: rebuilt here by zoo report
+        elif parts[0] == "res" and len(parts) >= 4 and not name_problem(parts[1]) and \
+                (parts[2] == "plots" or not name_problem(parts[2])):
+            key = (parts[1], parts[2])
+            if key in finished:
+                runs.setdefault(key, []).append(n)
+            elif parts[2] != "plots":
+                unfinished.add(f"{parts[1]}/{parts[2]}")
+        else:
+            return {}, [], [], n
+    return runs, logs, sorted(unfinished), odd
+
+
 def cmd_unpack(a) -> int:
+    """Copy the finished runs of an archive into ``--results``: every run is read and written into a
+    temporary folder beside its destination first; only when every run of the archive has been staged is
+    each one moved into place (a rename), a run already there (``--force``) first renamed aside and
+    removed only once the new one is in place. An archive that is cut short, not an archive, or of a
+    layout ``go`` does not write changes nothing (exit 2, naming the member)."""
+    import zlib
+    sys.path.insert(0, str(ROOT))
+    from seq2seq_zoo.errors import UserError
+    from seq2seq_zoo.names import inside
     tgz, results = Path(a.archive), Path(a.results)
     if not tgz.is_file():
         return fail(f"{tgz}: not found")
-    with tarfile.open(tgz) as tar:
-        members = [m for m in tar.getmembers() if m.isfile()]
-        names = [m.name for m in members]
-        bad = [n for n in names if n.startswith("/") or ".." in Path(n).parts]
-        if bad:
-            return fail(f"{tgz}: unsafe path {bad[0]}")
-        done = sorted({Path(n).parent for n in names if n.startswith("res/") and n.endswith("/record.json")})
-        copied = []
-        for run_dir in done:          # res/<experiment>/<run>
-            exp, run = run_dir.parts[1], run_dir.parts[2]
-            dest = results / exp / run
-            if dest.exists() and not a.force:
-                return fail(f"{dest}: already there; --force replaces it")
-            shutil.rmtree(dest, ignore_errors=True)
-            for m in members:
-                if Path(m.name).parent == run_dir or run_dir in Path(m.name).parents:
-                    target = results / exp / Path(m.name).relative_to(Path("res") / exp)
+    if results.exists() and not results.is_dir():
+        return fail(f"{results}: is a file, but --results must be a folder")
+    staged: list[tuple[Path, Path, str]] = []   # (temporary folder, destination, "exp/run")
+    try:
+        with tarfile.open(tgz) as tar:
+            members = tar.getmembers()   # reads every header: a cut archive fails here, before any write
+            files = {m.name.removeprefix("./"): m for m in members if m.isfile()}
+            skipped = [m.name for m in members if not m.isfile() and not m.isdir()]
+            runs, logs, unfinished, odd = _archive_plan(list(files))
+            if odd:
+                return fail(f"{tgz}: member {odd} is not part of the layout `go` writes (res/<experiment>/<run>/..., "
+                            "logs/<file>); nothing was unpacked")
+            for exp, run in runs:
+                dest = inside(results, exp, run)
+                if (dest.exists() or dest.is_symlink()) and not a.force:
+                    return fail(f"{dest}: already there; --force replaces it (the run there is kept until the "
+                                "new one is in place)")
+            for (exp, run), names in sorted(runs.items()):
+                dest = inside(results, exp, run)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                stage = inside(dest.parent, f".unpack-{run[:60]}-{os.getpid()}.tmp")
+                shutil.rmtree(stage, ignore_errors=True)
+                staged.append((stage, dest, f"{exp}/{run}"))
+                for n in names:
+                    target = inside(stage, *n.split("/")[3:])
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(tar.extractfile(m).read())
-            copied.append(f"{exp}/{run}")
-        exps = sorted({c.split("/")[0] for c in copied}) or sorted(
-            {Path(n).parts[1] for n in names if n.startswith("res/") and len(Path(n).parts) > 2})
-        for m in members:
-            if m.name.startswith("logs/") and exps:
-                target = results / exps[0] / "logs" / Path(m.name).name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(tar.extractfile(m).read())
+                    target.write_bytes(tar.extractfile(files[n]).read())
+            log_data = {n: tar.extractfile(files[n]).read() for n in logs}
+    except (tarfile.TarError, EOFError, zlib.error) as e:
+        _drop(staged)
+        why = "not a tar archive" if "successfully" in str(e) else " ".join(str(e).split())[:160] or type(e).__name__
+        return fail(f"{tgz}: not a whole .tgz archive ({why}); copy it again; nothing was unpacked")
+    except UserError as e:
+        _drop(staged)
+        return fail(str(e))
+    except OSError as e:
+        _drop(staged)
+        return fail(f"{tgz}: could not unpack into {results} ({e.strerror or e}); nothing was unpacked")
+    copied, replaced = [], []
+    for stage, dest, label in staged:
+        aside = None
+        if dest.exists() or dest.is_symlink():
+            aside = dest.parent / f".replaced-{dest.name[:60]}-{os.getpid()}.tmp"
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(dest, aside)
+        try:
+            os.replace(stage, dest)
+        except OSError as e:
+            if aside is not None:
+                os.replace(aside, dest)   # the old run back where it was
+            _drop([x for x in staged if x[1] != dest or x[0] == stage])
+            return fail(f"{dest}: could not move the unpacked run into place ({e.strerror or e}); "
+                        f"{'the run there is unchanged; ' if aside else ''}runs moved in before it: "
+                        f"{', '.join(copied) or 'none'}")
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+            replaced.append(label)
+        copied.append(label)
+    exps = sorted({c.split("/")[0] for c in copied}) or sorted({k[0] for k in runs})
+    if logs and not exps:
+        exps = sorted({n.split("/")[1] for n in files if n.startswith("res/") and n.count("/") >= 2})
+    if logs and exps:
+        for n, data in log_data.items():
+            target = inside(results, exps[0], "logs", n.split("/")[1])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
     print(f"unpacked {len(copied)} finished run(s) into {results}/: {', '.join(copied) or 'none'}")
+    if replaced:
+        print(f"  replaced (the run that was there, removed once the new one was in place): {', '.join(replaced)}")
+    if unfinished:
+        print(f"  not finished in the archive (no record.json), not unpacked: {', '.join(unfinished)}")
+    if skipped:
+        print(f"  skipped (links and other non-files): {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}")
     if copied:
         print(f"next: zoo report --results {results} {' '.join(sorted({c.split('/')[0] for c in copied}))}")
     return 0
+
+
+def _drop(staged) -> None:
+    for stage, _, _ in staged:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -344,6 +344,14 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"zoo {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as e:  # a read-only results folder (or file) the command must write to: one line too
+        import errno
+        if getattr(args, "debug", False) or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        print(f"zoo {args.cmd}: error: {e.filename or 'a file'}: {e.strerror} (the command writes there); make "
+              "the folder writable or choose another (e.g. --results DIR); files written before are kept as they are",
+              file=sys.stderr)
+        return EXIT_USAGE
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
@@ -697,7 +705,7 @@ def cmd_report(args) -> int:
             continue
         print(f"{d}: wrote {', '.join(p.name for p in paths)}")
     from seq2seq_zoo.report.significance import write_findings_index
-    index = write_findings_index(root)
+    index = write_findings_index(root, warn=problems.append)
     if index:
         print(f"wrote {index}")
     for msg in problems:
@@ -762,7 +770,8 @@ def _data_info(args) -> int:
             options[k] = tomllib.loads(f"v = {v}")["v"]
         except tomllib.TOMLDecodeError:
             options[k] = v
-    bad = check_options(name, options)
+    from seq2seq_zoo.config import option_type_problem
+    bad = option_type_problem(name, options) or check_options(name, options)
     if bad:
         raise UserError(f"data option '{bad[0]}': {bad[1]} (options of '{name}': "
                         f"{', '.join(reader_options(name)) or 'none'}; give them with --option KEY=VALUE or name "
@@ -796,6 +805,14 @@ def cmd_summarize(args) -> int:
         _kind(args.file, "file", "--file (the text to summarise)")
         if not Path(args.file).exists():
             raise UserError(f"{args.file}: file not found (--file)")
+    if (Path(args.run_dir) / "record.json").is_file():
+        from seq2seq_zoo.results import read_record
+        rec = read_record(Path(args.run_dir) / "record.json")
+        if rec.get("baseline"):
+            what = rec["baseline"].get("describe") if isinstance(rec["baseline"], dict) else None
+            raise UserError(f"{args.run_dir}: run '{rec['run']}' is an extractive baseline ({what or rec.get('model')}) "
+                            "with no trained model to summarise with; give a trained run of the experiment instead "
+                            "(its tables list them)")
     if args.input:
         return _summarize_many(args)
     if args.output:

@@ -531,6 +531,17 @@ def _check_data_options(ctx, label: str, data: DataConfig) -> None:
         raise fail(*bad)
 
 
+def option_type_problem(dataset: str, options: dict) -> tuple[str, str] | None:
+    """``(key, message)`` for the first data option whose value has another type than the reader takes (the
+    check an experiment file's ``data.options`` gets; ``zoo data info --option`` uses it too), or None."""
+    from seq2seq_zoo.data.corpora import reader_options
+    known = reader_options(dataset)
+    for k, v in options.items():
+        if k in known and not _type_ok(v, known[k][1]):
+            return k, f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}"
+    return None
+
+
 def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:
     """Build the model on the meta device (no memory, no time) so inconsistent options (heads that do
     not divide d_model, ...) stop here, before any data is read or trained on."""

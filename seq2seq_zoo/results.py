@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from seq2seq_zoo.names import name_problem
 from seq2seq_zoo.utils import DamagedFile, atomic_write_json, atomic_write_text, read_json, read_jsonl
 
 SCHEMA = 1
@@ -26,11 +27,19 @@ def read_predictions(path: Path, name: str = "predictions.jsonl") -> list[dict[s
     """A run's predictions; a truncated, empty or hand-edited file raises ``DamagedFile`` naming file:line."""
     p = Path(path) / name
     rows = read_jsonl(p, "predictions", ("id", "prediction", "references"), fix=_FIX_PRED)
+    seen: set[str] = set()
     for n, r in enumerate(rows, 1):
         if not isinstance(r["prediction"], str) or not isinstance(r["references"], list) \
                 or not all(isinstance(x, str) for x in r["references"]):
             raise DamagedFile(f"{p}: damaged predictions (row {n} with id {r['id']!r}: prediction must be a string "
                               f"and references a list of strings); {_FIX_PRED}")
+        if not any(x.strip() for x in r["references"]):  # nothing to score against (ROUGE of no reference)
+            raise DamagedFile(f"{p}: damaged predictions (row {n} with id {r['id']!r} has no reference summary); "
+                              f"{_FIX_PRED}")
+        if str(r["id"]) in seen:  # paired tests and CIs pair examples by id
+            raise DamagedFile(f"{p}: damaged predictions (id {r['id']!r} appears twice, again in row {n}); "
+                              f"{_FIX_PRED}")
+        seen.add(str(r["id"]))
     if not rows:
         raise DamagedFile(f"{p}: empty predictions file; {_FIX_PRED}")
     return rows
@@ -62,10 +71,55 @@ def _record_problem(rec) -> str | None:
             return f"{key!r} is a {type(node).__name__}"
     if not all(isinstance(v, (int, float)) for v in rec["eval"]["scores"].values()):
         return "'eval.scores' holds a value that is not a number"
+    for key in ("run", "decode_name") if rec.get("kind") == "decode" else ("run",):
+        if name_problem(rec[key]):  # the report names plots and rows after it
+            return f"{key!r}: {name_problem(rec[key])}"
     return None
 
 
 _MISSING = object()
+
+# the shapes of the other JSON files of the suite (JSON Schema); what the report reads from each must be there
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_MATRIX = {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}
+SCHEMAS: dict[str, dict] = {
+    "attention.json": {"type": "object", "required": ["example_id", "source_tokens", "output_tokens", "maps"],
+                       "properties": {"example_id": {"type": ["string", "integer"]}, "source_tokens": _STR_LIST,
+                                      "output_tokens": _STR_LIST, "predicted_tokens": _STR_LIST,
+                                      "p_gen": {"type": ["array", "null"], "items": {"type": "number"}},
+                                      "maps": {"type": "object", "additionalProperties": _MATRIX},
+                                      "cross_attention": {"type": ["string", "null"]}}},
+    "positional.json": {"type": "object", "minProperties": 1, "additionalProperties": _MATRIX},
+    "examples.json": {"type": "object", "required": ["examples"], "properties": {
+        "selection": {"type": "string"}, "examples": {"type": "array", "items": {
+            "type": "object", "required": ["split", "id", "input", "references", "output"],
+            "properties": {"split": {"type": "string"}, "id": {"type": ["string", "integer"]},
+                           "input": {"type": "string"}, "references": _STR_LIST, "output": {"type": "string"}}}}}},
+    "experiment.json": {"type": "object", "properties": {
+        "experiment": {"type": "string"}, "file": {"type": ["string", "null"]}, "profile": {"type": ["string", "null"]},
+        "findings": {"type": "array", "items": {"type": "object"}}}},
+    "findings.json": {"type": "array", "items": {"type": "object", "required": ["claim", "metric", "verdict"],
+                                                 "properties": {"claim": {"type": "string"},
+                                                                "metric": {"type": "string"},
+                                                                "verdict": {"type": "string"},
+                                                                "flags": _STR_LIST}}},
+}
+
+
+def read_checked(path: Path, fix: str = _FIX_REC, kind: str | None = None):
+    """A JSON file of the suite (``kind``: its name in ``SCHEMAS``, default the file's name), read and
+    checked by shape; a truncated, empty, hand-edited or wrongly shaped one raises ``DamagedFile`` naming
+    the file and the first place that does not fit."""
+    import jsonschema
+    path = Path(path)
+    kind = kind or path.name
+    data = read_json(path, kind.removesuffix(".json") + " file", fix)
+    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMAS[kind]).iter_errors(data))
+    if err is not None:
+        where = "".join(f"[{p!r}]" for p in err.absolute_path) or "the top level"
+        what = err.message if len(err.message) <= 100 else err.message[:97] + "..."
+        raise DamagedFile(f"{path}: damaged {kind} (at {where}: {what}); {fix}")
+    return data
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -83,11 +137,19 @@ def check_run_files(run: Path) -> None:
     examples, decoding variants); the first damaged one raises ``DamagedFile``."""
     run = Path(run)
     for name in ("attention.json", "positional.json", "examples.json"):
-        if (run / name).is_file() and not isinstance(read_json(run / name, name.removesuffix(".json") + " file",
-                                                               _FIX_REC), dict):
-            raise DamagedFile(f"{run / name}: damaged {name} (expected a JSON object); {_FIX_REC}")
+        if (run / name).is_file():
+            read_checked(run / name)
     if (run / SCORES_FILE).is_file():
-        read_scores(run)
+        scores = read_scores(run)
+        if (run / "predictions.jsonl").is_file():  # the same examples, else CIs and paired tests mislead
+            ids = [str(r["id"]) for r in read_predictions(run)]
+            if set(ids) != set(scores) or len(ids) != len(scores):
+                extra = sorted(set(scores) - set(ids))[:1] or sorted(set(ids) - set(scores))[:1]
+                raise DamagedFile(f"{run / SCORES_FILE}: holds {len(scores)} examples, predictions.jsonl "
+                                  f"{len(ids)} (id {extra[0]!r} in one only); delete {SCORES_FILE} and run "
+                                  "`zoo report` to score the predictions again" if extra else
+                                  f"{run / SCORES_FILE}: does not match predictions.jsonl; delete it and run "
+                                  "`zoo report` to score the predictions again")
     elif (run / "predictions.jsonl").is_file():  # the report scores them when scores.jsonl is missing
         read_predictions(run)
     for p in sorted(run.glob("decodes/*/record.json")):
@@ -138,11 +200,19 @@ def read_scores(out: Path) -> dict[str, dict[str, float]] | None:
     for n, obj in enumerate(read_jsonl(path, "per-example scores", fix=fix), 1):
         if "_meta" in obj:
             meta = True
+            meta_n = obj["_meta"].get("n") if isinstance(obj["_meta"], dict) else None
             continue
         if "id" not in obj or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                       for k, v in obj.items() if k != "id"):
             raise DamagedFile(f"{path}: damaged per-example scores (row {n}: needs an id and numbers only); {fix}")
-        rows[str(obj.pop("id"))] = obj
+        i = str(obj.pop("id"))
+        if i in rows:
+            raise DamagedFile(f"{path}:{n}: damaged per-example scores (id {i!r} appears twice); {fix}")
+        rows[i] = obj
     if not meta:  # the writer always starts with the _meta line: without it the file is not whole
         raise DamagedFile(f"{path}: damaged per-example scores (no _meta line: empty or cut); {fix}")
+    n_meta = meta_n
+    if not isinstance(n_meta, int) or isinstance(n_meta, bool) or n_meta != len(rows):
+        raise DamagedFile(f"{path}: damaged per-example scores (its header says n = {n_meta!r}, it holds "
+                          f"{len(rows)} rows: cut short or edited); {fix}")
     return rows

@@ -19,8 +19,7 @@ from typing import Any
 from seq2seq_zoo.config import LEGACY_VALUES, RunSpec, inert_settings
 from seq2seq_zoo.errors import UserError
 from seq2seq_zoo.registry import model_options
-from seq2seq_zoo.results import write_record
-from seq2seq_zoo.utils import read_json
+from seq2seq_zoo.results import read_record, write_record
 
 # spec keys that name or describe a run without changing what it computes
 _NAMING = {"experiment", "name", "description", "same_as", "profile"}
@@ -158,7 +157,7 @@ def source_dir(results: Path, same_as: str, seed: int) -> Path | None:
     for name in (f"{run}-seed{seed}", run):
         d = Path(results) / exp / name
         if (d / "record.json").is_file():
-            if name == run and read_json(d / "record.json", "record").get("seed") != seed:
+            if name == run and read_record(d / "record.json")["seed"] != seed:  # damaged: DamagedFile
                 continue
             return d
     return None
@@ -167,7 +166,7 @@ def source_dir(results: Path, same_as: str, seed: int) -> Path | None:
 def take_over(spec: RunSpec, src: Path, out: Path, *, order: int, command: str | None) -> dict:
     """Copy the finished run ``src`` into ``out`` as ``spec``'s results, after checking the settings match.
     Raises UserError naming the differing settings."""
-    rec = read_json(src / "record.json", "record")
+    rec = read_record(src / "record.json")  # a damaged or wrongly shaped record: DamagedFile naming it
     diff = differences(spec.to_dict(), rec["spec"])
     if rec.get("seed") != spec.seed:
         diff.insert(0, f"seed: {spec.seed!r} vs {rec.get('seed')!r}")

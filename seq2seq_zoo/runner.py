@@ -75,11 +75,26 @@ def resolve_init(value: str, out: Path, seed: int | None = None) -> Path:
                     + "); train that run first (zoo run ... --only RUN)")
 
 
+def _check_init(ckpt: Path, value: str) -> None:
+    """``train.init_from`` names a file: it must read as a checkpoint of the suite (a .pt file with weights)."""
+    from seq2seq_zoo.errors import UserError
+    try:
+        state = load_checkpoint(ckpt)["model"]
+    except UserError as e:
+        raise InitError(f"train.init_from = {value!r}: {e}") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InitError(f"train.init_from = {value!r}: {ckpt} is not a seq2seq-zoo checkpoint (its 'model' entry "
+                        "is not a set of weights); name a run, its folder or its checkpoints/best.pt")
+
+
 def load_init(model, ckpt: Path, log=print) -> dict:
     """Copy a trained run's weights into ``model``. Parameters the model has and the checkpoint lacks
     (e.g. the coverage weights w_c when coverage is switched on for a final phase) keep their
     initialisation; anything else that does not match is an error."""
     state = load_checkpoint(ckpt)["model"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InitError(f"train.init_from {ckpt}: not a seq2seq-zoo checkpoint (its 'model' entry is not a set of "
+                        "weights); name a run, its folder or its checkpoints/best.pt")
     own = model.state_dict()
     bad = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}" for k, v in state.items()
            if k in own and own[k].shape != v.shape]
@@ -114,6 +129,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     seed_everything(spec.seed)
     device = pick_device(spec.train.device) if ddp is None else ddp.device(pick_device(spec.train.device))
     init_ckpt = resolve_init(spec.train.init_from, out, spec.seed) if spec.train.init_from else None
+    if init_ckpt is not None:  # a file that is not a checkpoint stops here, before data and model
+        _check_init(init_ckpt, spec.train.init_from)
     init_vocab = Vocab.load(init_ckpt.parent / "vocab.json") if init_ckpt and (init_ckpt.parent / "vocab.json").is_file() \
         else None
     vocab, data, data_info = prepare_data(spec, data_dir, log, vocab=init_vocab)

@@ -12,6 +12,7 @@ which ``zoo data info`` prints and the run record keeps.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import inspect
 import io
@@ -87,6 +88,11 @@ def resolve_data_dir(dataset: str, flag: str | None = None, config: str | None =
 def _jsonl(path: Path, stats: ReadStats, on_bad: str, encoding: str = "utf-8"):
     if not path.is_file():
         raise DataError(f"{path}: file not found (expected part of the corpus; see `zoo data download`)")
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        raise DataError(f"{path}: unknown text encoding {encoding!r} (data.options.encoding); use e.g. \"utf-8\", "
+                        "\"latin-1\" or \"cp1252\"") from None
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             if not raw.strip():
@@ -99,6 +105,10 @@ def _jsonl(path: Path, stats: ReadStats, on_bad: str, encoding: str = "utf-8"):
                 if on_bad == "skip":
                     stats.skip("malformed line")
                     continue
+                if isinstance(e, UnicodeDecodeError):
+                    raise DataError(f"{path}:{lineno}: bytes that are not {encoding} ({e.reason} at byte {e.start} of "
+                                    "the line); convert the file to UTF-8, or for your own files set "
+                                    "data.options.encoding to its encoding (e.g. \"latin-1\")") from None
                 raise DataError(f"{path}:{lineno}: malformed JSON line ({e}); fix the line or set "
                                 f"data.on_bad = \"skip\" to skip such lines") from None
             yield lineno, obj

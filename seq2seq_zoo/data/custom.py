@@ -90,6 +90,13 @@ def _check_fields(options: dict, files: bool):
             if not Path(options[split]).is_file():
                 return split, (f"file {options[split]!r} not found (relative paths are taken from the folder you "
                                "run zoo in)")
+    if "encoding" in options:
+        import codecs
+        try:
+            codecs.lookup(options["encoding"])
+        except (LookupError, TypeError):
+            return "encoding", (f"unknown text encoding {options['encoding']!r}; use e.g. \"utf-8\", \"latin-1\" "
+                                "or \"cp1252\"")
     if not options.get("source"):
         return "source", "name the field holding the text to summarise: data.options.source = \"...\""
     if not options.get("target"):
@@ -109,6 +116,13 @@ def _example(obj: dict, where, lineno: int, source: str, targets: list[str], id_
         raise DataError(f"{where}:{lineno}: missing field '{missing[0]}' (the row has: "
                         f"{', '.join(map(str, obj)) or 'nothing'}); fix the row or the field names in "
                         "data.options.source / target / id")
+    wrong = _wrong_type(obj, source, targets)
+    if wrong:  # e.g. a number or an object where text belongs: not the same as an empty field
+        if on_bad == "skip":
+            stats.skip("field of the wrong type")
+            return False
+        raise DataError(f"{where}:{lineno}: field {wrong}; fix the row (or set data.on_bad = \"skip\" to skip "
+                        "such rows)")
     refs: list = []
     for k in targets:  # a field may itself hold a list of references
         v = obj[k]
@@ -116,6 +130,19 @@ def _example(obj: dict, where, lineno: int, source: str, targets: list[str], id_
     refs = [r for r in refs if isinstance(r, str) and r.strip()]
     id_ = obj.get(id_key) if id_key else None
     return _make(stats, where, lineno, on_bad, id_ if id_ not in (None, "") else default_id, obj[source], refs)
+
+
+def _wrong_type(obj: dict, source: str, targets: list[str]) -> str | None:
+    """The first source or summary field of a row that holds neither text nor nothing (null), described."""
+    if obj[source] is not None and not isinstance(obj[source], str):
+        return f"'{source}' is a {type(obj[source]).__name__}, expected text (a string)"
+    for k in targets:
+        v = obj[k]
+        items = v if isinstance(v, list) else [v]
+        bad = next((x for x in items if x is not None and not isinstance(x, str)), None)
+        if bad is not None:
+            return f"'{k}' holds a {type(bad).__name__}, expected text (a string or a list of strings)"
+    return None
 
 
 def _read_rows(rows, source, target, id, on_bad, stats) -> list[Example]:

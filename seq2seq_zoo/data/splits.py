@@ -8,7 +8,7 @@ from typing import Callable
 from seq2seq_zoo.data.batching import percentile_filter
 from seq2seq_zoo.data.corpora import Example, ReadStats, load_split
 from seq2seq_zoo.data.text import TextConfig
-from seq2seq_zoo.errors import EmptySelection
+from seq2seq_zoo.errors import DataError, EmptySelection
 
 SPLIT_NAMES = ("train", "validation", "test")
 
@@ -16,6 +16,18 @@ SPLIT_NAMES = ("train", "validation", "test")
 def text_config(data_cfg) -> TextConfig:
     """The text normalisation a run's ``[data]`` section asks for."""
     return TextConfig(lowercase=data_cfg.lowercase, num_token=data_cfg.num_token)
+
+
+def check_unique_ids(examples: list[Example], split: str, files: list[str]) -> None:
+    """Every example of a split has its own id: confidence intervals, paired tests and the shown examples
+    pair examples by id. A repeated id raises ``DataError`` naming the file(s) and the id."""
+    seen: set[str] = set()
+    for e in examples:
+        if e.id in seen:
+            raise DataError(f"{', '.join(map(str, files))}: id {e.id!r} appears twice in the {split} split; ids must "
+                            "be unique per split (fix the file, or for your own files name a unique field with "
+                            "data.options.id, or leave it unset to number the rows)")
+        seen.add(e.id)
 
 
 def select_splits(spec, root: Path, which: tuple[str, ...] = SPLIT_NAMES, stats: dict[str, ReadStats] | None = None,
@@ -31,6 +43,7 @@ def select_splits(spec, root: Path, which: tuple[str, ...] = SPLIT_NAMES, stats:
     for name in which:
         split = spec.eval.split if name == "test" else name
         out[name] = load_split(d.dataset, root, split, d.on_bad, stats.setdefault(name, ReadStats()), d.options)
+        check_unique_ids(out[name], split, stats[name].notes.get("files") or [f"{root / d.dataset} ({d.dataset})"])
         skipped = sum(stats[name].skipped.values())
         trail[name] = [f"{len(out[name])} read" + (f" ({skipped} rows skipped)" if skipped else "")]
     if "train" in out and d.filter_percentiles:

@@ -262,7 +262,8 @@ def load_declared(exp_dir: Path) -> tuple[list[Finding], dict]:
         return [], {}
     from seq2seq_zoo.utils import DamagedFile, read_json
     fix = "run `zoo run EXPERIMENT` again to rewrite it (finished runs are skipped)"
-    meta = read_json(p, "experiment file copy", fix)  # a damaged one raises DamagedFile naming it
+    from seq2seq_zoo.results import read_checked
+    meta = read_checked(p, fix)  # a damaged or wrongly shaped one raises DamagedFile naming it
     try:
         return [Finding(**f) for f in meta.get("findings", [])], meta
     except (AttributeError, TypeError) as e:  # hand-edited: not an object, or findings of the wrong shape
@@ -396,8 +397,11 @@ def findings_markdown(judged: list[dict]) -> list[str]:
             "flagged undertrained.", "", to_markdown(findings_rows(judged)), ""]
 
 
-def write_findings_index(root: Path) -> Path | None:
-    """``results/FINDINGS.md``: every judged finding of every experiment folder under ``root``."""
+def write_findings_index(root: Path, warn=None) -> Path | None:
+    """``results/FINDINGS.md``: every judged finding of every experiment folder under ``root``. A damaged
+    findings.json is left out and ``warn(message)`` names it (default: a line on stderr)."""
+    from seq2seq_zoo.results import read_checked
+    from seq2seq_zoo.utils import DamagedFile
     root = Path(root)
     files = sorted(set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}")))
     from seq2seq_zoo.report.artifacts import git_ignored
@@ -405,9 +409,13 @@ def write_findings_index(root: Path) -> Path | None:
     judged = []
     for p in files:
         try:
-            found = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue  # a damaged file is rewritten by the next report of its experiment
+            found = read_checked(p, "run `zoo report` on its experiment folder to write it again")
+        except DamagedFile as e:  # left out of the index, and said so
+            import sys
+            (warn or (lambda m: print(f"warning: {m} (left out of FINDINGS.md)", file=sys.stderr)))(str(e))
+            continue
+        except OSError:
+            continue
         # the folder, not only the experiment's name: results/round1/X and results/X are different runs of X
         judged += [{**j, "experiment": p.parent.relative_to(root).as_posix()} for j in found]
     if not files:

@@ -64,7 +64,7 @@ def test_jsonl_missing_field_malformed_line_empty_source_latin1(tmp_path):
     q = tmp_path / "l.jsonl"
     q.write_bytes('{"document": "caf\u00e9 au lait", "abstract": "caf\u00e9"}\n'.encode("latin-1"))
     o = {**files, "train": str(q), "source": "document", "target": "abstract"}
-    with pytest.raises(DataError, match=rf"{q}:1: malformed JSON line"):
+    with pytest.raises(DataError, match=rf"{q}:1: bytes that are not utf-8.*data.options.encoding"):
         load_split("jsonl", tmp_path, "train", options=o)
     assert load_split("jsonl", tmp_path, "train", options={**o, "encoding": "latin-1"})[0].source == "caf\u00e9 au lait"
 

@@ -130,3 +130,15 @@ def test_report_leaves_out_a_record_whose_run_name_is_a_path(done, tmp_path, cap
 
 def test_unsafe_path_is_a_user_error():
     assert issubclass(UnsafePath, UserError)
+
+
+def test_report_refuses_a_plots_folder_linked_outside_the_experiment(done, tmp_path):
+    tmp, data, R = done
+    R2 = tmp_path / "R"
+    shutil.copytree(R, R2)
+    shutil.rmtree(R2 / "names" / "plots", ignore_errors=True)
+    (tmp_path / "outside").mkdir()
+    (R2 / "names" / "plots").symlink_to(tmp_path / "outside")
+    d = main_captured(["report", "--results", R2])
+    assert d.rc == 2 and "outside" in one_line(d.err)
+    assert not any((tmp_path / "outside").iterdir())

@@ -9,6 +9,7 @@ from seq2seq_zoo.report import extras, finetune, plots, significance
 from seq2seq_zoo.report.tables import (fmt, loss_table, params_table, results_table, split_constant, to_markdown,
                                        val_loss_table)
 from seq2seq_zoo.results import load_records
+from seq2seq_zoo.names import inside
 from seq2seq_zoo.utils import DamagedFile, atomic_write_text, hardware_str
 
 
@@ -190,14 +191,14 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
                        (exp_dir / "loss.csv", loss_table(records).to_csv(index=False))):
         atomic_write_text(path, text)
         written.append(path)
-    pdir = exp_dir / "plots"
+    pdir = inside(exp_dir, "plots")  # every plot file is checked to land in it (names come from the records)
     pdir.mkdir(exist_ok=True)
     where = plots.context(records)  # "experiment, dataset, profile" for every plot's title
     draw = {"scores": lambda: [plots.scores(groups, pdir / "scores.png", where)],
             "val_loss": lambda: [plots.val_loss(records, pdir / "val_loss.png")],
             "lr_schedule": lambda: [plots.lr_schedule(records, pdir / "lr_schedule.png")],
             "positional": lambda: [plots.positional(records, pdir / "positional_encodings.png")],
-            "attention": lambda: [plots.attention(r, pdir / f"attention_{r['run']}.png") for r in records],
+            "attention": lambda: [plots.attention(r, inside(pdir, f"attention_{r['run']}.png")) for r in records],
             "val_score": lambda: [finetune.val_metric_plot(records, pdir / "val_score.png")]}
     figs = [f for name, fn in draw.items() if only_plots is None or name in only_plots for f in fn()]
     figs = [f for f in figs if f is not None]

@@ -36,7 +36,7 @@ def _run_files(exp="dsum", run="strong-seed1", tag="new") -> dict[str, str]:
             f"{base}/decodes/greedy/record.json": json.dumps({"kind": "decode", "decode_name": "greedy", "tag": tag}),
             f"{base}/decodes/greedy/predictions.jsonl": "{}\n",
             f"{base}/decodes/beam8/record.json": json.dumps({"kind": "decode", "decode_name": "beam8", "tag": tag}),
-            f"res/{exp}/README.md": "# dsum\n", f"res/{exp}/plots/scores.png": "png",
+            f"res/{exp}/README.md": "# dsum\n", f"res/{exp}/plots/scores.png": "png", "res/FINDINGS.md": "# F\n",
             f"logs/run_{run}.log": "done\n"}
 
 
@@ -74,7 +74,7 @@ def test_runs_with_decode_variants_round_trip_and_force_keeps_them(tmp_path, cap
     assert sorted(p.name for p in (results / "dsum").iterdir()) == ["logs", "strong-seed1"]   # no temp folder left
 
 
-@pytest.mark.parametrize("member", ["notes/x.txt", "res/x.json", "logs/sub/x.log", "res/dsum/.hidden/record.json",
+@pytest.mark.parametrize("member", ["notes/x.txt", "x.json", "logs/sub/x.log", "res/dsum/.hidden/record.json",
                                     "res/dsum/a b/record.json", "res/../x/record.json", "res/dsum/../../x"])
 def test_an_unknown_layout_changes_nothing_and_names_the_member(tmp_path, capsys, member):
     results = tmp_path / "results"

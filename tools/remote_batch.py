@@ -297,8 +297,8 @@ def _archive_plan(names: list[str]) -> tuple[dict[tuple[str, str], list[str]], l
             return {}, [], [], f"{n} (an absolute path, or '..', '.' or an empty part)"
         if parts[0] == "logs" and len(parts) == 2 and not name_problem(parts[1]):
             logs.append(n)
-        elif parts[0] == "res" and len(parts) == 3 and not name_problem(parts[1]):
-            continue  # the experiment's tables, README and findings: rebuilt here by zoo report
+        elif parts[0] == "res" and (len(parts) == 2 or len(parts) == 3 and not name_problem(parts[1])):
+            continue  # FINDINGS.md, the experiment's tables, README and findings: rebuilt here by zoo report
         elif parts[0] == "res" and len(parts) >= 4 and not name_problem(parts[1]) and \
                 (parts[2] == "plots" or not name_problem(parts[2])):
             key = (parts[1], parts[2])
@@ -335,7 +335,7 @@ def cmd_unpack(a) -> int:
             runs, logs, unfinished, odd = _archive_plan(list(files))
             if odd:
                 return fail(f"{tgz}: member {odd} is not part of the layout `go` writes (res/<experiment>/<run>/..., "
-                            "logs/<file>); nothing was unpacked")
+                            "res/<experiment>/<file>, res/<file>, logs/<file>); nothing was unpacked")
             for exp, run in runs:
                 dest = inside(results, exp, run)
                 if (dest.exists() or dest.is_symlink()) and not a.force:

@@ -245,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch CPU threads (default: torch's, lowered to the cores other processes leave free)")
     p.add_argument("--data-dir", help="folder containing dialogsum/ (default: the usual search)")
     p.add_argument("--debug", action="store_true")
+    for name in ("run", "report", "list", "summarize", "params", "eval"):  # user models from outside the package
+        sub.choices[name].add_argument(
+            "--models", action="append", metavar="PATH", default=[],
+            help="import this model file or folder first (repeatable; its @register_model classes become "
+                 "usable by name; see docs/extending-models.md)")
     return ap
 
 
@@ -318,6 +323,9 @@ def _main(argv: list[str] | None) -> int:
         _no_progress_anywhere()
     old_term = _sigterm_like_ctrl_c()
     try:
+        if getattr(args, "models", None):  # before the experiment is read: its model names must be known
+            from seq2seq_zoo.registry import load_models
+            load_models(args.models)
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench,
                 "tune": cmd_tune, "export": cmd_export, "average": cmd_average}[args.cmd](args) or 0

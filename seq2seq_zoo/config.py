@@ -27,7 +27,7 @@ from typing import Any
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, UnknownName,
-                                  did_you_mean, model_options)
+                                  did_you_mean, load_models, model_option_rules, model_options)
 
 
 @dataclass
@@ -355,7 +355,6 @@ def _type_name(tp) -> str:
 _RANGES = {
     # key: (predicate, description)
     "lr": (lambda v: v > 0, "must be > 0"),
-    **{k: (lambda v: v >= 1, "must be >= 1") for k in ("d_model", "d_ff", "heads", "layers", "hidden", "emb_dim")},
     **{k: (lambda v: v is None or v >= 0, "must be >= 0 (0 leaves no examples)") for k in ("max_train", "max_valid",
                                                                                          "max_test")},
     "epochs": (lambda v: v >= 1, "must be >= 1"),
@@ -384,6 +383,8 @@ _RANGES = {
     "clip_norm": (lambda v: v >= 0, "must be >= 0"),
     "eps": (lambda v: v > 0, "must be > 0"),
 }
+# the rules above and below are keyed by a section field's name and apply to that section's field only
+# (a model option of the same name is checked by the model's own ``option_rules``)
 _CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
     "optimizer": ("adam", "adamw"),
@@ -399,10 +400,13 @@ _CHOICES = {
 }
 
 
-def _check_value(ctx: _Where, key: str, value) -> None:
+def _check_value(ctx: _Where, key: str, value, section: str) -> None:
+    """The value rules of field ``key``'s leaf in [``section``] (data, train, decode, eval)."""
     leaf = key.split(".")[-1]
     if isinstance(value, float) and not math.isfinite(value):
         raise ctx.fail(key, f"{value!r} is not a finite number")
+    if leaf not in {f.name for f in dataclasses.fields(SECTIONS[section])}:
+        return
     if leaf in _RANGES and value is not None and isinstance(value, (int, float)):
         ok, desc = _RANGES[leaf]
         if not ok(value):
@@ -430,7 +434,7 @@ def _build(cls, values: dict, prefix: str, ctx):
                            f"Valid keys: {', '.join(fields)}")
         if not _type_ok(v, hints[k]):
             raise ctx.fail(f"{prefix}.{k}", f"expected {_type_name(hints[k])}, got {type(v).__name__} {v!r}")
-        _check_value(ctx, f"{prefix}.{k}", v)
+        _check_value(ctx, f"{prefix}.{k}", v, next(s for s, c in SECTIONS.items() if c is cls))
     return cls(**copy.deepcopy(values))
 
 
@@ -490,7 +494,7 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
         default = opts_known[k]
         if default is not None and v is not None and not _type_ok(v, type(default)):
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
-        _check_value(ctx, f"{label}.{k}", v)
+        _check_model_option(ctx, f"{label}.{k}", model, k, v)
     built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
     if built["train"].batch_size == 0 and built["train"].max_tokens is None:
         raise ctx.fail(f"{label}.train.batch_size", "0 means batches by padded tokens alone; set train.max_tokens "
@@ -509,6 +513,16 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
     _try_build(ctx, label, model, run, built["data"])
     return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
                    profile=profile, data_dir=data_dir, description=desc, same_as=same_as, **built)
+
+
+def _check_model_option(ctx: _Where, key: str, model: str, option: str, value) -> None:
+    """A model option against the rule the model declares for it (``option_rules``), if any."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ctx.fail(key, f"{value!r} is not a finite number")
+    rule = model_option_rules(model).get(option)
+    problem = rule(value) if rule is not None else None
+    if problem:
+        raise ctx.fail(key, f"{value!r} {problem}")
 
 
 def _check_data_options(ctx, label: str, data: DataConfig) -> None:
@@ -558,7 +572,7 @@ def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> 
         raise ctx.fail(f"{label}.{key}", f"model '{model}' cannot be built with these options: {e}") from None
 
 
-EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir"}
+EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir", "models"}
 TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "findings"}
 
 
@@ -594,6 +608,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if k not in EXPERIMENT_KEYS:
             raise ctx.fail(f"experiment.{k}", f"unknown key.{did_you_mean(k, EXPERIMENT_KEYS)} "
                            f"Valid: {', '.join(sorted(EXPERIMENT_KEYS))}")
+    _load_user_models(ctx, exp.get("models"))
     name = exp.get("name", path.stem)
     if name_problem(name):
         raise ctx.fail("experiment.name", f"{name_problem(name)}; it must be {NAME_RULE}")
@@ -684,6 +699,21 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     return Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
                       description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
                       findings=findings)
+
+
+def _load_user_models(ctx: _Where, paths) -> None:
+    """``[experiment] models = ["models/my_rnn.py", "more_models/"]``: model files or folders outside the
+    package, imported (once) before the runs are read; relative paths are taken from the file's folder."""
+    if paths is None:
+        return
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ctx.fail("experiment.models", f"expected a list of paths (strings), got {paths!r}")
+    from seq2seq_zoo.errors import PluginError
+    try:
+        load_models(paths, base=ctx.path.parent, what="experiment.models")
+    except PluginError as e:
+        line = _line_of(ctx.text, "experiment.models")
+        raise PluginError(f"{ctx.path}{f':{line}' if line else ''}: {e}") from e.__cause__
 
 
 DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables

@@ -32,6 +32,16 @@ class InitError(UserError, ValueError):
     """``train.init_from`` names nothing usable."""
 
 
+class ContractError(UserError):
+    """A model that breaks the model contract (``models/base.py``): raised when the model is built, with one
+    line naming the model, where its class is defined, the rule it breaks and what to change."""
+
+
+class PluginError(UserError):
+    """A user model file, folder or entry point (``zoo run --models``, ``[experiment] models``, the
+    ``seq2seq_zoo.models`` entry point group) that cannot be found or imported."""
+
+
 class EmbeddingError(UserError, ValueError):
     """Bad embeddings setting or file; the message names it and what to do."""
 

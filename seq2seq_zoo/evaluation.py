@@ -65,23 +65,27 @@ def train_sample_indices(n: int, fraction: float, seed: int) -> list[int]:
     return sorted(np.random.default_rng(seed).choice(n, size=k, replace=False).tolist())
 
 
+def check_example_ids(spec: RunSpec, train_ids: list[str], eval_ids: list[str]) -> None:
+    """``eval.examples`` ids that are in neither the evaluation nor the training split raise ``DataError``
+    (the runner checks this with the data, before training; the examples are picked after it)."""
+    if spec.eval.examples is None:
+        return
+    ev, tr = set(eval_ids), set(train_ids)
+    for i in spec.eval.examples:
+        if i not in ev and i not in tr:
+            near = did_you_mean(i, list(ev | tr)) if len(ev) + len(tr) < 50_000 else ""
+            raise DataError(f"eval.examples: no example with id {i!r} in the training split (after "
+                            f"data.max_train) or the '{spec.eval.split}' split.{near}")
+
+
 def pick_examples(spec: RunSpec, train_ids: list[str], eval_ids: list[str]) -> list[tuple[str, str]]:
     """[(split, id)] of the qualitative examples: ``eval.examples`` (ids looked up in the evaluation split,
     then the training split), else ``eval.examples_per_split`` per split drawn with a fixed seed."""
     split = spec.eval.split
     if spec.eval.examples is not None:
-        ev, tr = set(eval_ids), set(train_ids)
-        out = []
-        for i in spec.eval.examples:
-            if i in ev:
-                out.append((split, i))
-            elif i in tr:
-                out.append(("train", i))
-            else:
-                near = did_you_mean(i, list(ev | tr)) if len(ev) + len(tr) < 50_000 else ""
-                raise DataError(f"eval.examples: no example with id {i!r} in the training split (after "
-                                f"data.max_train) or the '{split}' split.{near}")
-        return out
+        check_example_ids(spec, train_ids, eval_ids)
+        ev = set(eval_ids)
+        return [(split, i) if i in ev else ("train", i) for i in spec.eval.examples]
     k = spec.eval.examples_per_split
     rng = np.random.default_rng(EXAMPLE_SEED)
     out = []

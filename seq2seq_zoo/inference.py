@@ -16,7 +16,7 @@ from seq2seq_zoo.data.text import detokenize, tokenize
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
 from seq2seq_zoo.errors import DataError, MissingFile
-from seq2seq_zoo.models.base import Seq2Seq, build_model, model_context
+from seq2seq_zoo.models.base import MODELS, Seq2Seq, build_model, model_context
 from seq2seq_zoo.utils import load_checkpoint, load_weights
 
 
@@ -39,13 +39,6 @@ def run_spec(run_dir: str | Path, record: dict | None = None) -> RunSpec:
                       "to git); train it with `zoo run` first")
 
 
-# Model defaults before the second-round correctness fixes. A run whose record has no ``model_rules`` was
-# trained with them; it is rebuilt with them so its weights mean what they meant (a sinusoidal table is
-# not in the checkpoint, so a changed T_max would load silently).
-LEGACY_MODEL_DEFAULTS = {"transformer": {"pe_tmax_rule": "per_side", "pe_init_std": 0.02},
-                         "pointer_generator": {"variant": "bahdanau"}}
-
-
 def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
     if record is None:
         path = Path(run_dir) / "record.json"
@@ -55,7 +48,8 @@ def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
             record = None
     if record is None or "model_rules" in record:
         return {}
-    return LEGACY_MODEL_DEFAULTS.get(spec.model, {})
+    # a run recorded before records stated model_rules: the model declares the defaults it had then
+    return dict(getattr(MODELS.get(spec.model), "legacy_defaults", {}))
 
 
 def _checkpoint_dir(run_dir: Path, record: dict | None) -> Path:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import importlib.util
 import inspect
 import pkgutil
+from pathlib import Path
 from typing import Any, Callable
 
 from seq2seq_zoo.errors import UnknownName
@@ -29,11 +31,12 @@ def did_you_mean(name: str, choices) -> str:
 
 
 class Registry:
-    def __init__(self, kind: str, discover: str | None = None):
+    def __init__(self, kind: str, discover: str | None = None, entry_points: str | None = None):
         self.kind = kind
         self._entries: dict[str, Callable] = {}
         self._discover = discover  # package whose modules are imported on first lookup
-        self._discovered = discover is None
+        self._discovered = discover is None and entry_points is None
+        self._entry_points = entry_points  # installed packages' entry point group, loaded on first lookup
 
     def register(self, name: str) -> Callable:
         def deco(obj):
@@ -51,9 +54,12 @@ class Registry:
         if self._discovered:
             return
         self._discovered = True
-        pkg = importlib.import_module(self._discover)
-        for mod in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
-            importlib.import_module(f"{self._discover}.{mod.name}")
+        if self._discover:
+            pkg = importlib.import_module(self._discover)
+            for mod in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
+                importlib.import_module(f"{self._discover}.{mod.name}")
+        if self._entry_points:
+            load_entry_points(self._entry_points)
 
     def get(self, name: str) -> Callable:
         self._ensure()
@@ -79,7 +85,7 @@ class Registry:
         return d.splitlines()[0] if d else ""
 
 
-MODELS = Registry("model", discover="seq2seq_zoo.models")
+MODELS = Registry("model", discover="seq2seq_zoo.models", entry_points="seq2seq_zoo.models")
 DATASETS = Registry("dataset", discover="seq2seq_zoo.data")
 METRICS = Registry("metric", discover="seq2seq_zoo.metrics")
 SCHEDULES = Registry("schedule", discover="seq2seq_zoo.train.schedules")
@@ -119,3 +125,115 @@ def model_options(name: str) -> dict[str, Any]:
             continue
         out[p.name] = None if p.default is inspect.Parameter.empty else p.default
     return out
+
+
+def model_option_rules(name: str) -> dict[str, Callable[[Any], str | None]]:
+    """A registered model's declared option rules (``option_rules`` of its class and its bases, a
+    subclass's rule winning): option name -> callable returning what is wrong with a value, or None."""
+    obj = MODELS.get(name)
+    out: dict[str, Callable] = {}
+    for cls in reversed(inspect.getmro(obj)) if inspect.isclass(obj) else ():
+        out.update(vars(cls).get("option_rules", None) or {})
+    return out
+
+
+# ------------------------------------------------------------------ models from outside the package
+_LOADED: dict[str, str] = {}   # resolved path -> module name, so a path named twice is imported once
+
+
+def load_models(paths, base: str | Path | None = None, what: str = "--models") -> list[str]:
+    """Import user model code so that its ``@register_model`` decorators run (fairseq's ``--user-dir``):
+    each path is a ``.py`` file, or a folder (a package with ``__init__.py`` is imported with every
+    module in it; a plain folder, each ``*.py`` file in it not starting with ``_``). Relative paths are
+    taken from ``base`` (the experiment file's folder), else the working directory. Importing the same
+    file again is a no-op. Returns the module names imported. A missing path or a module that fails to
+    import raises ``PluginError`` naming it."""
+    import sys
+
+    from seq2seq_zoo.errors import PluginError
+    MODELS._ensure()   # the package's own models first, so a user model cannot shadow one silently
+    done = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if not p.is_absolute() and base is not None:
+            p = Path(base) / p
+        p = p.resolve()
+        if not p.exists():
+            raise PluginError(f"{what}: {raw!r}: no such file or folder ({p}); give a .py file or a folder of them")
+        if p.is_file() and p.suffix != ".py":
+            raise PluginError(f"{what}: {raw!r}: not a Python file (.py) or a folder")
+        if p.is_dir() and (p / "__init__.py").is_file():
+            targets = [p / "__init__.py"] + sorted(q for q in p.glob("*.py") if q.name != "__init__.py")
+        elif p.is_dir():
+            targets = sorted(q for q in p.glob("*.py") if not q.name.startswith("_"))
+            if not targets:
+                raise PluginError(f"{what}: {raw!r}: the folder holds no .py files")
+        else:
+            targets = [p]
+        pkg = None
+        for f in targets:
+            key = str(f)
+            if key in _LOADED:
+                done.append(_LOADED[key])
+                continue
+            if f.name == "__init__.py":
+                modname = f"seq2seq_zoo_user_{_tag(p)}"
+                spec = importlib.util.spec_from_file_location(modname, f, submodule_search_locations=[str(p)])
+                pkg = modname
+            elif pkg is not None:
+                modname = f"{pkg}.{f.stem}"
+                spec = importlib.util.spec_from_file_location(modname, f)
+            else:
+                modname = f"seq2seq_zoo_user_{_tag(f)}"
+                spec = importlib.util.spec_from_file_location(modname, f)
+            if modname in sys.modules:   # imported already (a package's __init__ importing its modules)
+                _LOADED[key] = modname
+                done.append(modname)
+                continue
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[modname] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as e:  # noqa: BLE001 - the user's code: name the file and the error in one line
+                del sys.modules[modname]
+                line = getattr(e, "lineno", None) or _user_line(e, f)
+                raise PluginError(f"{f}{f':{line}' if line else ''}: importing this model file failed "
+                                  f"({type(e).__name__}: {e}); fix it (run with --debug for the traceback)") from e
+            _LOADED[key] = modname
+            done.append(modname)
+    return done
+
+
+def _tag(path: Path) -> str:
+    """A module name for a user file or folder: its name (letters, digits, _) and a hash of its path."""
+    import hashlib
+    import re
+    return re.sub(r"\W", "_", path.stem) + "_" + hashlib.sha1(str(path).encode()).hexdigest()[:8]
+
+
+def _user_line(e: BaseException, f: Path) -> int | None:
+    """The innermost line of file ``f`` in an exception's traceback."""
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == f:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def load_entry_points(group: str) -> list[str]:
+    """Load every installed entry point of ``group`` (e.g. a package declaring
+    ``[project.entry-points."seq2seq_zoo.models"] my_model = "my_pkg.models"`` in its pyproject.toml);
+    loading imports the module, so its ``@register_model`` decorators run."""
+    from importlib.metadata import entry_points
+
+    from seq2seq_zoo.errors import PluginError
+    names = []
+    for ep in entry_points(group=group):
+        try:
+            ep.load()
+        except Exception as e:  # noqa: BLE001 - an installed plugin: name it in one line
+            raise PluginError(f"entry point '{ep.name} = {ep.value}' (group {group}): loading it failed "
+                              f"({type(e).__name__}: {e}); fix or uninstall that package") from e
+        names.append(ep.name)
+    return names

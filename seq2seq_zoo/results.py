@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from seq2seq_zoo import record_schema
 from seq2seq_zoo.names import name_problem
 from seq2seq_zoo.utils import DamagedFile, atomic_write_json, atomic_write_text, read_json, read_jsonl
 
-SCHEMA = 1
+SCHEMA = record_schema.VERSION
 SCORES_FILE = "scores.jsonl"
 
 
@@ -47,28 +48,11 @@ def read_predictions(path: Path, name: str = "predictions.jsonl") -> list[dict[s
 
 _FIX_PRED = "re-decode the run (`zoo eval RUN --decode ...`) or retrain it (`zoo run EXP --only RUN --force`)"
 _FIX_REC = "delete it and run that run again (`zoo run EXP --only RUN --force`)"
-# what every report reads from a record: (dotted key, type)
-_RECORD_KEYS = [("run", str), ("experiment", str), ("seed", int), ("spec", dict), ("params", dict),
-                ("hardware", dict), ("wall_seconds", (int, float)), ("data", dict), ("data.dataset", str),
-                ("data.sizes", dict), ("data.vocab_size", int), ("train", dict), ("train.history", list),
-                ("train.val_curve", list), ("train.train_seconds", (int, float)), ("train.precision", str),
-                ("eval", dict), ("eval.split", str), ("eval.n_examples", int), ("eval.scores", dict),
-                ("eval.settings", dict), ("eval.decode", dict)]
-# a decoding variant's record (<run>/decodes/<name>/record.json)
-_DECODE_KEYS = [("run", str), ("decode_name", str)] + [k for k in _RECORD_KEYS if k[0].startswith("eval")]
-
-
 def _record_problem(rec) -> str | None:
-    if not isinstance(rec, dict):
-        return f"a JSON {type(rec).__name__}, expected an object"
-    for key, typ in _DECODE_KEYS if rec.get("kind") == "decode" else _RECORD_KEYS:
-        node = rec
-        for part in key.split("."):
-            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
-        if node is _MISSING:
-            return f"no {key!r}"
-        if not isinstance(node, typ) or isinstance(node, bool):
-            return f"{key!r} is a {type(node).__name__}"
+    """What is wrong with a record read back (its schema: ``record_schema``), or None."""
+    found = record_schema.problem(rec)
+    if found:
+        return found
     if not all(isinstance(v, (int, float)) for v in rec["eval"]["scores"].values()):
         return "'eval.scores' holds a value that is not a number"
     for key in ("run", "decode_name") if rec.get("kind") == "decode" else ("run",):

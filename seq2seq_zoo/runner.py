@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seq2seq_zoo import __version__, embeddings
+from seq2seq_zoo import __version__, embeddings, record_schema
 from seq2seq_zoo.config import RunSpec
 from seq2seq_zoo.data.batching import Encoded, collate, encode_examples
 from seq2seq_zoo.data.corpora import ReadStats, resolve_data_dir
@@ -18,9 +18,10 @@ from seq2seq_zoo.data.splits import select_splits, text_config
 from seq2seq_zoo.data.text import tokenize
 from seq2seq_zoo.data.vocab import UNK_ID, Vocab
 from seq2seq_zoo.errors import InitError
-from seq2seq_zoo.evaluation import decode_and_score, evaluate_extras, pick_examples, teacher_forced_on
+from seq2seq_zoo.evaluation import (check_example_ids, decode_and_score, evaluate_extras, pick_examples,
+                                    teacher_forced_on)
+from seq2seq_zoo.models.base import MODELS, build_model, count_parameters, model_context, model_options
 from seq2seq_zoo.names import inside
-from seq2seq_zoo.models.base import build_model, count_parameters, model_context, model_options
 from seq2seq_zoo.precision import autocast_dtype
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.train import distributed
@@ -43,6 +44,8 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
                             max_size=d.vocab_size, min_freq=d.min_freq)
     enc = {name: encode_examples(split, vocab, tc, d.max_src_len, d.max_tgt_len)
            for name, split in (("train", train), ("validation", val), ("test", test))}
+    # unknown eval.examples ids stop here, with the data, before training (the examples are picked after it)
+    check_example_ids(spec, [e.id for e in enc["train"]], [e.id for e in enc["test"]])
     info = {"dataset": d.dataset, "data_dir": str(root), "vocab_size": len(vocab),
             "sizes": {k: len(v) for k, v in enc.items()}, "eval_split": spec.eval.split,
             "skipped": {k: s.skipped for k, s in stats.items() if s.skipped},
@@ -139,16 +142,17 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         vocab.save(ckpt / "vocab.json")
         atomic_write_json(ckpt / "spec.json", spec.to_dict())
     log(f"[{spec.name}] {data_info['sizes']} examples, vocabulary {len(vocab)}")
-    # the qualitative examples: unknown eval.examples ids stop here, before training
-    shown = pick_examples(spec, [e.id for e in data["train"]], [e.id for e in data["test"]])
     seed_everything(spec.seed)
     context = model_context(len(vocab), spec.data)
     emb_info = None
-    emb_setting = spec.model_options.get("embeddings", "random")
+    # pretrained vectors: the option the model declares for them (``embeddings_option``) and their width
+    # (``embedding_dim``), models/base.py
+    factory = MODELS.get(spec.model)
+    emb_option = getattr(factory, "embeddings_option", None)
+    options = {**model_options(spec.model), **spec.model_options}
+    emb_setting = spec.model_options.get(emb_option, "random") if emb_option else "random"
     if emb_setting != "random":
-        defaults = model_options(spec.model)
-        dim = spec.model_options.get("emb_dim") or defaults.get("emb_dim") or spec.model_options.get("d_model") \
-            or defaults.get("d_model")
+        dim = factory.embedding_dim(options)
         tc = text_config(spec.data)
         sentences = (tokenize(x, tc) for e in data["train"] for x in (e.source_text, e.references[0]))
         with ddp.main_first() if ddp else contextlib.nullcontext():  # DDP: rank 0 fills the cache first
@@ -190,6 +194,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     if baseline is None:
         _save_artifacts(model, data["test"], vocab, pred_ids, out, device, dtype, spec.data.max_tgt_len)
     # the seeded training sample (eval.train_sample) and the shown examples -> examples.json
+    shown = pick_examples(spec, [e.id for e in data["train"]], [e.id for e in data["test"]])
     extra = evaluate_extras(model, data["train"], data["test"], preds, vocab, spec, spec.decode, shown, out, device,
                             dtype, progress)
     d_model = model.schedule_dim()
@@ -228,6 +233,11 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "compute_seconds": st.train_seconds + st.val_seconds + block["decode_seconds"] + block["metric_seconds"]
         + extra["seconds"],
     }
+    # the record's schema lives in record_schema.py (the readers use it too): a key the writer forgot or
+    # mistyped is a bug here, not a damaged file later
+    bad = record_schema.problem({"schema": record_schema.VERSION, **record}, record_schema.written_schema())
+    if bad:
+        raise RuntimeError(f"run record of {spec.name} does not fit record_schema.RECORD ({bad})")
     write_record(out, record)
     return record
 
@@ -249,9 +259,9 @@ def _save_artifacts(model, test: list[Encoded], vocab: Vocab, pred_ids: list[lis
     batch = collate([ex]).to(device)
     fwd = model(batch, need_attention=True)
     p_gen = fwd.extras.get("p_gen")
-    maps = {k: v[0].float().mean(0).cpu().numpy().round(4).tolist() for k, v in fwd.attention.items()
-            if k.startswith("decoder") and v is not None}
-    keep = sorted(maps)[-2:] if maps else []  # the last decoder layer's two blocks
+    # the maps the model declares (``attention_maps``, models/base.py), those its forward returned
+    keep = [k for k in dict.fromkeys(model.attention_maps()) if fwd.attention.get(k) is not None]
+    maps = {k: fwd.attention[k][0].float().mean(0).cpu().numpy().round(4).tolist() for k in keep}
     cross = model.cross_attention if model.cross_attention in maps else None
     if cross and cross not in keep:
         keep.append(cross)

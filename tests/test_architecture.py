@@ -397,8 +397,13 @@ def test_model_options_are_checked_by_the_model_that_owns_them(tmp_path):
     class Checked(Seq2Seq):
         def __init__(self, vocab_size: int, width: int = 4, depth: int = 1):
             super().__init__()
+            self.vocab_size = vocab_size
             if width < 2:
                 raise ValueError(f"width must be >= 2, not {width}")
+
+        def forward(self, batch, need_attention=False): ...
+        def encode(self, batch): ...
+        def decode_step(self, state, prev): ...
     p = tmp_path / "e.toml"
     p.write_text('[experiment]\nname = "x"\ndataset = "dialogsum"\n[defaults]\nmodel = "zz_arch_checked"\n'
                  'depth = 3\n[[runs]]\nname = "a"\nwidth = 1\n', encoding="utf-8")

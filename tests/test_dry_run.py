@@ -52,7 +52,7 @@ def _exp(tmp_path):
 
 
 def _record(spec) -> dict:
-    """The least record that reads as finished (results._RECORD_KEYS), made from the run's own spec."""
+    """The least record that reads as finished (record_schema.RECORD), made from the run's own spec."""
     return {"run": spec.name, "experiment": spec.experiment, "seed": spec.seed, "spec": spec.to_dict(),
             "params": {}, "hardware": {}, "wall_seconds": 1.0,
             "data": {"dataset": "dialogsum", "sizes": {}, "vocab_size": 10},

@@ -1,10 +1,26 @@
 """The one interface every model speaks.
 
-Required:
+Required (``build_model`` checks these when the model is built and stops with a one-line ``ContractError``
+naming the rule a model breaks; docs/extending-models.md walks through them):
+    subclass Seq2Seq, and call ``super().__init__()`` first in ``__init__``
+    vocab_size                            attribute: the output vocabulary |V| (an int; the constructor gets
+                                          it as the ``vocab_size`` keyword)
     forward(batch, need_attention=False)  teacher forcing -> StepOutput(log_probs (B, T, V_ext), aux_losses,
                                           attention (filled only when need_attention), extras)
     encode(batch)                         run the encoder once -> DecoderState (a dict)
     decode_step(state, prev)              log-probs (B, V_ext) for one step and the new state
+    (a model with ``trainable = False`` implements ``extract(examples)`` instead of the last four)
+
+Declarations (class attributes / methods the suite reads instead of guessing from names):
+    option_rules                    option name -> rule (``at_least``, ``between``, ``one_of``), checked when
+                                    the experiment file is read; merged along the class hierarchy
+    attention_maps()                names of the StepOutput.attention maps the report keeps in
+                                    attention.json (default: the ``cross_attention`` map, if any)
+    embeddings_option, embedding_dim(options)
+                                    the option that names pretrained word vectors and their width; the
+                                    runner resolves the vectors and passes them as ``pretrained_embeddings``
+                                    (default: None, the model takes no pretrained vectors)
+    legacy_defaults                 options a run recorded before ``model_rules`` existed was trained with
 
 Optional hooks, each with a default (override what the model has; the rest of the suite only calls these,
 it never inspects a model's class, attributes or state keys):
@@ -35,12 +51,13 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID, UNK_ID
+from seq2seq_zoo.errors import ContractError
 from seq2seq_zoo.registry import CONTEXT_KEYS, MODELS, did_you_mean, model_context, model_options  # noqa: F401
 
 DecoderState = dict[str, Any]
@@ -71,6 +88,35 @@ def token_losses(log_probs: torch.Tensor, target: torch.Tensor, label_smoothing:
     else:
         loss_sum = nll_sum
     return loss_sum, nll_sum, n
+
+
+# ------------------------------------------------------------------------------------ option rules
+@dataclass(frozen=True)
+class Rule:
+    """A check of one model option, declared in the model's ``option_rules``. Calling it with a value
+    returns what is wrong (e.g. "must be >= 1"), or None; None values (an option left unset) pass."""
+    test: Callable[[Any], bool]
+    says: str
+    choices: tuple = ()
+
+    def __call__(self, value) -> str | None:
+        if value is None or self.test(value):
+            return None
+        return self.says + (did_you_mean(value, self.choices) if self.choices else "")
+
+
+def at_least(low) -> Rule:
+    return Rule(lambda v: isinstance(v, (int, float)) and v >= low, f"must be >= {low}")
+
+
+def between(low, high, closed: bool = False) -> Rule:
+    """low <= v < high (``closed``: <= high)."""
+    return Rule(lambda v: isinstance(v, (int, float)) and low <= v and (v <= high if closed else v < high),
+                f"must be in [{low}, {high}{']' if closed else ')'}")
+
+
+def one_of(*choices) -> Rule:
+    return Rule(lambda v: v in choices, f"is not one of {', '.join(map(str, choices))}.", tuple(choices))
 
 
 @dataclass
@@ -120,6 +166,33 @@ class Seq2Seq(nn.Module):
     #: hook: the key of ``StepOutput.attention`` holding the source-target attention (B, H, T, S) that the
     #: report draws as a heat map; None = nothing to draw.
     cross_attention: str | None = None
+
+    def attention_maps(self) -> list[str]:
+        """Declaration: the keys of ``StepOutput.attention`` (each (B, H, T, S)) that the runner keeps in
+        ``attention.json`` for the report. Default: the ``cross_attention`` map, if the model names one."""
+        return [self.cross_attention] if self.cross_attention else []
+
+    #: declaration: option name -> ``Rule`` (``at_least(1)``, ``between(0, 1)``, ``one_of("a", "b")``),
+    #: checked when the experiment file is read, before anything is built; a subclass adds to its
+    #: parents' rules (they are merged along the class hierarchy, ``registry.model_option_rules``).
+    #: Consistency between options (heads dividing d_model) is for ``__init__`` to check: its
+    #: ValueError becomes the experiment file's error, pointing at the option it names.
+    option_rules: ClassVar[dict[str, Callable[[Any], str | None]]] = {}
+
+    #: declaration: the option that names pretrained word vectors ("random" | "word2vec" |
+    #: "pretrained:<file>"); the runner resolves it to a (vocab_size, embedding_dim(options)) tensor and
+    #: passes it as the ``pretrained_embeddings`` constructor keyword. None: the model takes none.
+    embeddings_option: ClassVar[str | None] = None
+
+    @classmethod
+    def embedding_dim(cls, options: dict[str, Any]) -> int | None:
+        """Declaration: the width of the pretrained vectors, from the run's options (defaults filled
+        in); used only with ``embeddings_option``. Default None."""
+        return None
+
+    #: declaration: option values a run recorded before records stated ``model_rules`` was trained with
+    #: (defaults that changed since); ``zoo summarize``/``zoo eval`` rebuild such a run with them.
+    legacy_defaults: ClassVar[dict[str, Any]] = {}
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:  # pragma: no cover - abstract
         """Teacher forcing. ``need_attention``: also fill ``StepOutput.attention`` (for the plots); a
@@ -212,12 +285,86 @@ def count_parameters(model: Seq2Seq) -> dict[str, int]:
 
 
 def build_model(name: str, context: dict[str, Any], options: dict[str, Any]) -> Seq2Seq:
-    """Create a registered model, passing the data context (vocab size, max lengths) it asks for."""
+    """Create a registered model, passing the data context (vocab size, max lengths) it asks for. A
+    model that breaks the contract (module docstring) raises ``ContractError`` naming the rule."""
     factory = MODELS.get(name)
+    check_class(name, factory)
     sig = inspect.signature(factory.__init__ if inspect.isclass(factory) else factory)
     kwargs = {k: v for k, v in context.items() if k in sig.parameters}
     known = model_options(name)
     bad = [k for k in options if k not in known]
     if bad:
         raise TypeError(f"model '{name}' has no option '{bad[0]}'.{did_you_mean(bad[0], known)}")
-    return factory(**kwargs, **options)
+    try:
+        model = factory(**kwargs, **options)
+    except AttributeError as e:
+        if "before Module.__init__() call" in str(e):  # torch's message for a module set too early
+            raise _broken(name, factory, "__init__ must call super().__init__() before it sets any attribute "
+                          f"(torch: {e})") from None
+        raise
+    check_instance(name, factory, model)
+    return model
+
+
+def _where(factory) -> str:
+    """``file.py:line, class Name`` of a model's definition, for contract messages."""
+    try:
+        return f"{inspect.getsourcefile(factory)}:{inspect.getsourcelines(factory)[1]}, {factory.__qualname__}"
+    except (OSError, TypeError):
+        return getattr(factory, "__qualname__", repr(factory))
+
+
+def _broken(name: str, factory, rule: str) -> ContractError:
+    return ContractError(f"model '{name}' ({_where(factory)}) breaks the model contract: {rule} "
+                         "(see docs/extending-models.md)")
+
+
+def check_class(name: str, factory) -> None:
+    """The contract rules a model's class can be checked against before it is built."""
+    if not (inspect.isclass(factory) and issubclass(factory, Seq2Seq)):
+        if inspect.isclass(factory):
+            raise _broken(name, factory, "a registered model must subclass seq2seq_zoo.models.base.Seq2Seq")
+        return  # a factory function: its result is checked by check_instance
+    if not getattr(factory, "trainable", True):
+        if factory.extract is Seq2Seq.extract:
+            raise _broken(name, factory, "a model with trainable = False must implement extract(examples)")
+        return
+    for hook in ("forward", "encode", "decode_step"):
+        if getattr(factory, hook) is getattr(Seq2Seq, hook):
+            raise _broken(name, factory, f"{hook}(...) is required and is not implemented")
+    params = inspect.signature(factory.forward).parameters
+    if "need_attention" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise _broken(name, factory, "forward must accept need_attention: def forward(self, batch, "
+                      "need_attention=False) (the runner asks for the attention maps the report draws)")
+    rules = getattr(factory, "option_rules", {})
+    if not isinstance(rules, dict) or not all(callable(r) for r in rules.values()):
+        raise _broken(name, factory, "option_rules must map option names to rules (at_least, between, one_of)")
+    unknown = [k for k in rules if k not in model_options(name)]
+    if unknown:
+        raise _broken(name, factory, f"option_rules names '{unknown[0]}', which is not a keyword argument of "
+                      "__init__")
+    emb = factory.embeddings_option
+    if emb is not None:
+        if emb not in model_options(name):
+            raise _broken(name, factory, f"embeddings_option '{emb}' is not a keyword argument of __init__")
+        if "pretrained_embeddings" not in inspect.signature(factory.__init__).parameters:
+            raise _broken(name, factory, "a model with an embeddings_option must take the pretrained_embeddings "
+                          "keyword in __init__ (the runner passes the vectors there)")
+        if factory.embedding_dim.__func__ is Seq2Seq.embedding_dim.__func__:
+            raise _broken(name, factory, "a model with an embeddings_option must declare embedding_dim(options)")
+
+
+def check_instance(name: str, factory, model) -> None:
+    """The contract rules a built model is checked against."""
+    if not isinstance(model, Seq2Seq):
+        raise _broken(name, factory, f"building it must give a Seq2Seq, not {type(model).__name__}")
+    if "_modules" not in model.__dict__:
+        raise _broken(name, factory, "__init__ must call super().__init__() first")
+    if model.trainable:
+        v = getattr(model, "vocab_size", None)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise _broken(name, factory, "vocab_size must be set to the output vocabulary size, an int "
+                          f"(self.vocab_size = vocab_size in __init__), not {v!r}")
+        maps = model.attention_maps()
+        if not isinstance(maps, (list, tuple)) or not all(isinstance(m, str) for m in maps):
+            raise _broken(name, factory, f"attention_maps() must return a list of names, not {maps!r}")

@@ -58,6 +58,8 @@ def _up(x: torch.Tensor) -> torch.Tensor:
 class PointerGenerator(BiLSTMSeq2Seq):
     """BiLSTM + attention with a copy switch p_gen over an extended vocabulary (See et al. 2017)."""
 
+    legacy_defaults = {"variant": "bahdanau"}   # runs recorded before records stated model_rules
+
     def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
                  dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",
                  freeze_embeddings: bool = False, coverage: bool = False, cov_loss_weight: float = 1.0,

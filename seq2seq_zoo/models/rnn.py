@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
-from seq2seq_zoo.models.base import Seq2Seq, StepOutput, reorder_rows
+from seq2seq_zoo.models.base import Seq2Seq, StepOutput, at_least, reorder_rows
 from seq2seq_zoo.models.kernels import LazyOutput, log_softmax_fp32
 from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, cpu_bf16_matmuls,
                                             double_keys, fp32_on_cpu, run_encoder, run_packed)
@@ -126,6 +126,14 @@ class _Recurrent(Seq2Seq):
     """
 
     IMPLS = ("fast", "reference")
+    # the model contract's declarations (models/base.py): option ranges checked when the file is read,
+    # and the option naming pretrained vectors, which the runner resolves to (vocab_size, emb_dim)
+    option_rules = {k: at_least(1) for k in ("emb_dim", "hidden", "layers")}
+    embeddings_option = "embeddings"
+
+    @classmethod
+    def embedding_dim(cls, options):
+        return options["emb_dim"]
 
     def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
                  dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",

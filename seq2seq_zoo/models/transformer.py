@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
-from seq2seq_zoo.models.base import Seq2Seq, StepOutput, reorder_rows
+from seq2seq_zoo.models.base import Seq2Seq, StepOutput, at_least, reorder_rows
 from seq2seq_zoo.models.kernels import Dropout, LazyOutput, log_softmax_fp32
 from seq2seq_zoo.models.layers import PE_KINDS, Embeddings, MultiHeadAttention, PositionalEncoding, padding_mask
 from seq2seq_zoo.registry import did_you_mean, register_model
@@ -173,6 +173,11 @@ class Decoder(nn.Module):
 class Transformer(Seq2Seq):
     """Transformer encoder-decoder (Vaswani et al. 2017); pe learned | sinusoidal | sinusoidal_tmax."""
 
+    option_rules = {k: at_least(1) for k in ("d_model", "d_ff", "heads", "layers")}
+    # runs recorded before records stated model_rules were trained with these (a sinusoidal table is not
+    # in the checkpoint, so a changed T_max would load silently)
+    legacy_defaults = {"pe_tmax_rule": "per_side", "pe_init_std": 0.02}
+
     def __init__(self, vocab_size: int, d_model: int = 512, d_ff: int = 2048, heads: int = 8, layers: int = 6,
                  enc_layers: int | None = None, dec_layers: int | None = None, key_dim: int | None = None,
                  dropout: float = 0.1, attn_dropout: float = 0.0, pe: str = "sinusoidal",
@@ -305,6 +310,10 @@ class Transformer(Seq2Seq):
     def cross_attention(self) -> str:
         """The last decoder layer's source-target attention (the report's heat map)."""
         return f"decoder_layer{len(self.decoder.layers)}_block2_decenc_att"
+
+    def attention_maps(self) -> list[str]:
+        """The last decoder layer's self-attention and source-target attention (attention.json)."""
+        return [f"decoder_layer{len(self.decoder.layers)}_block1_self_att", self.cross_attention]
 
     def positional_tables(self):
         return {name: mod.table for name, mod in self.named_modules() if isinstance(mod, PositionalEncoding)}

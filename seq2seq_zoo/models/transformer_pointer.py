@@ -39,6 +39,8 @@ from seq2seq_zoo.registry import register_model
 class TransformerPointer(Transformer):
     """Transformer encoder-decoder with a pointer-generator copy switch (one dedicated copy head)."""
 
+    legacy_defaults = {}   # every run of it was recorded with model_rules
+
     def __init__(self, vocab_size: int, **options):
         super().__init__(vocab_size, **options)
         d = self.d_model

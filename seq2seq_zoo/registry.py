@@ -64,8 +64,10 @@ class Registry:
     def get(self, name: str) -> Callable:
         self._ensure()
         if name not in self._entries:
+            hint = (" (a model defined outside the package: pass its file with --models PATH or list it in "
+                    "[experiment] models)") if self._entry_points and not nearest(name, self._entries) else ""
             raise UnknownName(f"unknown {self.kind} '{name}'.{did_you_mean(name, self._entries)} "
-                              f"Known: {', '.join(sorted(self._entries))}")
+                              f"Known: {', '.join(sorted(self._entries))}{hint}")
         return self._entries[name]
 
     def create(self, name: str, **kwargs: Any):

@@ -44,8 +44,6 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
                             max_size=d.vocab_size, min_freq=d.min_freq)
     enc = {name: encode_examples(split, vocab, tc, d.max_src_len, d.max_tgt_len)
            for name, split in (("train", train), ("validation", val), ("test", test))}
-    # unknown eval.examples ids stop here, with the data, before training (the examples are picked after it)
-    check_example_ids(spec, [e.id for e in enc["train"]], [e.id for e in enc["test"]])
     info = {"dataset": d.dataset, "data_dir": str(root), "vocab_size": len(vocab),
             "sizes": {k: len(v) for k, v in enc.items()}, "eval_split": spec.eval.split,
             "skipped": {k: s.skipped for k, s in stats.items() if s.skipped},
@@ -137,6 +135,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     init_vocab = Vocab.load(init_ckpt.parent / "vocab.json") if init_ckpt and (init_ckpt.parent / "vocab.json").is_file() \
         else None
     vocab, data, data_info = prepare_data(spec, data_dir, log, vocab=init_vocab)
+    # unknown eval.examples ids stop here, with the data, before training (the examples are picked after it)
+    check_example_ids(spec, [e.id for e in data["train"]], [e.id for e in data["test"]])
     ckpt.mkdir(parents=True, exist_ok=True)  # only now: bad data settings leave nothing under results/
     if main:
         vocab.save(ckpt / "vocab.json")

@@ -230,3 +230,12 @@ def test_entry_point_group_registers_installed_models(tmp_path, monkeypatch):
     assert "zz_entry_point_model" in MODELS._entries and "zz_ep_module" in sys.modules
     with pytest.raises(PluginError, match=r"entry point 'bad = zz_ep_missing_module' \(group zz_test.broken\)"):
         load_entry_points("zz_test.broken")
+
+
+def test_an_unknown_model_name_says_how_to_register_an_outside_model():
+    from seq2seq_zoo.errors import UnknownName
+    with pytest.raises(UnknownName, match=r"unknown model 'zz_never_defined'.*pass its file with --models PATH"):
+        MODELS.get("zz_never_defined")
+    with pytest.raises(UnknownName) as e:
+        MODELS.get("transfomer")              # a typo of a known name: did-you-mean only
+    assert "Did you mean 'transformer'?" in str(e.value) and "--models" not in str(e.value)

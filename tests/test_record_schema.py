@@ -62,3 +62,11 @@ def test_required_keys_and_the_written_schema():
     written = record_schema.written_schema()
     assert set(record_schema.RECORD["required"]) < set(written["required"]) and "model_rules" in written["required"]
     assert set(record_schema.WRITTEN) <= set(record_schema.RECORD["properties"])
+
+
+def test_the_schema_module_imports_nothing_from_the_package():
+    import ast
+    tree = ast.parse(Path(record_schema.__file__).read_text(encoding="utf-8"))
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in names if m.startswith("seq2seq_zoo")]

@@ -234,8 +234,8 @@ def test_entry_point_group_registers_installed_models(tmp_path, monkeypatch):
 
 def test_an_unknown_model_name_says_how_to_register_an_outside_model():
     from seq2seq_zoo.errors import UnknownName
-    with pytest.raises(UnknownName, match=r"unknown model 'zz_never_defined'.*pass its file with --models PATH"):
-        MODELS.get("zz_never_defined")
+    with pytest.raises(UnknownName, match=r"unknown model 'qqq_unheard_of'.*pass its file with --models PATH"):
+        MODELS.get("qqq_unheard_of")
     with pytest.raises(UnknownName) as e:
         MODELS.get("transfomer")              # a typo of a known name: did-you-mean only
     assert "Did you mean 'transformer'?" in str(e.value) and "--models" not in str(e.value)

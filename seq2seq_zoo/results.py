@@ -72,8 +72,16 @@ SCHEMAS: dict[str, dict] = {
                                       "output_tokens": _STR_LIST, "predicted_tokens": _STR_LIST,
                                       "p_gen": {"type": ["array", "null"], "items": {"type": "number"}},
                                       "maps": {"type": "object", "additionalProperties": _MATRIX},
-                                      "cross_attention": {"type": ["string", "null"]}}},
-    "positional.json": {"type": "object", "minProperties": 1, "additionalProperties": _MATRIX},
+                                      "cross_attention": {"type": ["string", "null"]},
+                                      "source_len": {"type": "integer"}, "heads": {"type": ["integer", "null"]}}},
+    # the lean form ("format": "lean-1", report/artifacts.py) or the older one (every table at the top level)
+    "positional.json": {"type": "object", "minProperties": 1,
+                        "if": {"required": ["format"]},
+                        "then": {"required": ["tables"], "properties": {
+                            "format": {"const": "lean-1"}, "table": {"type": "string"},
+                            "positions": {"type": ["integer", "null"]}, "dims": {"type": "integer"},
+                            "tables": {"type": "object", "minProperties": 1, "additionalProperties": _MATRIX}}},
+                        "else": {"additionalProperties": _MATRIX}},
     "examples.json": {"type": "object", "required": ["examples"], "properties": {
         "selection": {"type": "string"}, "examples": {"type": "array", "items": {
             "type": "object", "required": ["split", "id", "input", "references", "output"],

@@ -108,6 +108,8 @@ def test_duplicate_ids_in_scores_are_refused(R):
     ("attention.json", {"example_id": "x"}, "source_tokens"),
     ("positional.json", {"encoder.pe": "table"}, "['encoder.pe']"),
     ("positional.json", [], "top level"),
+    ("positional.json", {"format": "lean-1", "table": "encoder.pe", "tables": {"encoder.pe": [[0.1, None]]}},
+     "['tables']['encoder.pe'][0][1]"),
     ("examples.json", {"examples": [{"split": "test"}]}, "['examples'][0]"),
 ])
 def test_side_files_of_the_wrong_shape_leave_their_run_out_naming_the_file(R, name, bad, words):

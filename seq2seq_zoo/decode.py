@@ -31,7 +31,7 @@ import torch
 
 from seq2seq_zoo.config import DecodeConfig
 from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from seq2seq_zoo.models.kernels import packed_linear_weights
+from seq2seq_zoo.models.fast.kernels import packed_linear_weights
 
 NEG = float("-inf")
 NEVER = (PAD_ID, BOS_ID)   # ids no decoder may produce

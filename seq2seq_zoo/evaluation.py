@@ -42,7 +42,7 @@ from seq2seq_zoo.errors import ConfigError, DataError, MissingFile
 from seq2seq_zoo.inference import load_trained_run, run_spec
 from seq2seq_zoo.metrics import evaluate
 from seq2seq_zoo.names import NAME_MAX, check_name, inside
-from seq2seq_zoo.models.kernels import packed_linear_weights
+from seq2seq_zoo.models.fast.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
 from seq2seq_zoo.report.extras import describe

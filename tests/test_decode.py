@@ -327,7 +327,7 @@ def test_beam_search_equals_the_flat_reference(seed, eos, K, alpha, style, ngram
 
 
 def test_packed_linear_weights_same_outputs_and_restored():
-    from seq2seq_zoo.models.kernels import packed_linear_weights
+    from seq2seq_zoo.models.fast.kernels import packed_linear_weights
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(12, 40), torch.nn.ReLU(), torch.nn.Linear(40, 7))
     x = torch.randn(5, 3, 12)
@@ -355,7 +355,7 @@ def test_packed_weights_are_kept_between_calls_and_packed_again_after_an_update(
     equal a fresh copy's. The cache sits outside the module, so a packed model still deep-copies."""
     import contextlib
     import copy
-    from seq2seq_zoo.models import kernels
+    from seq2seq_zoo.models.fast import kernels
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(12, 40), torch.nn.ReLU(), torch.nn.Linear(40, 7))
     x = torch.randn(5, 12)
@@ -413,7 +413,7 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
 
     from conftest import tiny_encoded
     from seq2seq_zoo import decode, evaluation
-    from seq2seq_zoo.models import kernels
+    from seq2seq_zoo.models.fast import kernels
     from seq2seq_zoo.utils import cpu_has_fast_bf16
     vocab, data = tiny_encoded(10)
     model = tiny_transformer(vocab_size=len(vocab), seed=4, max_src_len=64)

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from seq2seq_zoo import bench
-from seq2seq_zoo.models.kernels import prefer_math_attention
-from seq2seq_zoo.models.rnn_kernels import fp32_on_cpu
+from seq2seq_zoo.models.fast.kernels import prefer_math_attention
+from seq2seq_zoo.models.fast.rnn_kernels import fp32_on_cpu
 from seq2seq_zoo.precision import autocast_dtype
 from seq2seq_zoo.utils import pick_device
 

@@ -443,7 +443,7 @@ def _copy_case(seed=0, dtype=torch.float64):
     """Random copy-model inputs over V = 20 with 3 extended ids: sources with repeated words and OOV
     words, targets that copy OOV words, hit words absent from the source, fall beyond the extension
     (-> <unk>), and padding."""
-    from seq2seq_zoo.models.pointer import source_words
+    from seq2seq_zoo.models.copying import source_words
     g = torch.Generator().manual_seed(seed)
     B, T, S, d, n_oov = 3, 5, 6, 7, 3
     src_ext = torch.tensor([[5, 6, 5, V, 7, 0], [V + 1, 4, V + 2, V + 1, 0, 0], [9, 9, 9, 3, 2, 8]])
@@ -463,7 +463,8 @@ def test_fused_copy_losses_equal_the_mixture_and_token_losses(eps, width):
     (B, T, V + n_oov) mixture gives through ``token_losses``: loss, NLL, token count and every gradient,
     for label smoothing over the vocabulary, over the extended width, over part of it, and none."""
     from seq2seq_zoo.models.base import token_losses
-    from seq2seq_zoo.models.pointer import copy_losses, copy_mixture
+    from seq2seq_zoo.models.copying import copy_mixture
+    from seq2seq_zoo.models.losses import copy_losses
     h, gen, z, a, src_ext, n_oov, same, first, target = _copy_case()
     params = [h, z, a, gen.weight, gen.bias]
     loss, nll, n = copy_losses(h, gen, z, a, src_ext, n_oov, same, first, target, eps, width)
@@ -480,7 +481,8 @@ def test_fused_copy_losses_equal_the_mixture_and_token_losses(eps, width):
 
 def test_fused_copy_losses_under_bf16_autocast_and_all_padding():
     from seq2seq_zoo.models.base import token_losses
-    from seq2seq_zoo.models.pointer import copy_losses, copy_mixture
+    from seq2seq_zoo.models.copying import copy_mixture
+    from seq2seq_zoo.models.losses import copy_losses
     h, gen, z, a, src_ext, n_oov, same, first, target = _copy_case(dtype=torch.float32)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss, nll, n = copy_losses(h, gen, z, a, src_ext, n_oov, same, first, target, 0.1, V)
@@ -500,7 +502,7 @@ def test_copy_models_fused_loss_equals_the_loss_of_their_log_probs(name):
     """Both copy models' training output takes the fused loss; it equals token_losses of the same
     output's log-probs (made when read), with the same gradients for every parameter."""
     from seq2seq_zoo.models.base import token_losses
-    from seq2seq_zoo.models.pointer import CopyOutput
+    from seq2seq_zoo.models.fast.outputs import CopyOutput
     torch.manual_seed(0)
     model = (MODELS.create(name, vocab_size=V, d_model=8, heads=2, layers=1, d_ff=16, dropout=0.0)
              if name == "transformer_pointer" else make(name)).double().train()

@@ -13,8 +13,8 @@ from seq2seq_zoo.data.batching import Batch
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.decode import beam_search, greedy
 from seq2seq_zoo.models.base import build_model
-from seq2seq_zoo.models import rnn_kernels
-from seq2seq_zoo.models.rnn_kernels import DeferredContext, _energy_in_blocks, _energy_whole, additive_energy, run_encoder
+from seq2seq_zoo.models.fast import rnn_kernels
+from seq2seq_zoo.models.fast.rnn_kernels import DeferredContext, _energy_in_blocks, _energy_whole, additive_energy, run_encoder
 from seq2seq_zoo.precision import cpu_bf16_kernels
 from seq2seq_zoo.utils import cpu_has_fast_bf16
 
@@ -175,7 +175,7 @@ def test_held_encoder_equals_the_packed_run_with_gradients(cls, bidirectional):
 def test_held_gates_saturate_exactly():
     """The hold column drives the gate pre-activations at padding to +-1e4: sigmoid gives exactly 1 and 0
     there in fp32 (an inexact 1 - 1e-8 would leak the padding into the cell state)."""
-    from seq2seq_zoo.models.rnn_kernels import HOLD, _hold_column
+    from seq2seq_zoo.models.fast.rnn_kernels import HOLD, _hold_column
     a = torch.linspace(-500, 500, 101)
     assert torch.equal(torch.sigmoid(HOLD + a), torch.ones_like(a))
     assert torch.equal(torch.sigmoid(-HOLD + a), torch.zeros_like(a))
@@ -258,8 +258,8 @@ def test_fast_kernels_train_under_a_gpus_autocast(monkeypatch, name, opts):
     fp32 loss and gradients to bf16 rounding."""
     import contextlib
 
-    import seq2seq_zoo.models.rnn as rnn_mod
-    import seq2seq_zoo.models.rnn_kernels as kernels_mod
+    import seq2seq_zoo.models.fast.rnn as rnn_mod
+    import seq2seq_zoo.models.fast.rnn_kernels as kernels_mod
     _, fast = pair(name, opts, dtype=torch.float32)
     batch = batch_with_padding()
     _, loss32, grads32 = loss_and_grads(fast, batch)
@@ -285,7 +285,7 @@ def test_held_encoder_fuzzed_against_the_packed_run(lengths, kind, bidirectional
     """Random source lengths (padding anywhere from none to all but one token), cell kinds, directions and
     input scales (large inputs push the gates' other terms up, where HOLD must still saturate them):
     the unpacked held run gives the packed run's outputs and final states."""
-    from seq2seq_zoo.models.rnn_kernels import _run_held
+    from seq2seq_zoo.models.fast.rnn_kernels import _run_held
     torch.manual_seed(seed)
     cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
     rnn = cls(4, 5, batch_first=True, bidirectional=bidirectional).double()
@@ -365,7 +365,7 @@ def test_stacked_cell_products_in_bf16_keep_fp32_states_and_weight_gradients(cls
     """``StackedCell(low=bf16)`` (CPU bf16 autocast with native bf16 products): the products run in bf16,
     the states and gates in fp32; one step of a two-layer cell stays within bf16 rounding of the fp32
     step, and the fp32 parameters get fp32 gradients close to the fp32 step's."""
-    from seq2seq_zoo.models.rnn_kernels import StackedCell, cpu_bf16_matmuls
+    from seq2seq_zoo.models.fast.rnn_kernels import StackedCell, cpu_bf16_matmuls
     torch.manual_seed(0)
     rnn = cls(6 + 5, 8, num_layers=2)
     x, side = torch.randn(4, 6), torch.randn(4, 5)

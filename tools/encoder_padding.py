@@ -22,7 +22,7 @@ from seq2seq_zoo.bench import Trainer
 from seq2seq_zoo.config import load_experiment
 from seq2seq_zoo.data.batching import bucket_batches, collate
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.models import rnn_kernels
+from seq2seq_zoo.models.fast import rnn_kernels
 from seq2seq_zoo.models.base import build_model
 from seq2seq_zoo.registry import model_context
 from seq2seq_zoo.runner import prepare_data

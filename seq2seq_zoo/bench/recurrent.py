@@ -78,7 +78,7 @@ def vocabulary_work(model, sources: int, beams: int, steps: int, device: torch.d
     """Seconds of the work over the vocabulary that every beam decoder of a recurrent ``model`` does, whichever
     its implementation (``decode.beam_search`` over either ``impl``): at each step the output layer
     (``model.output``, one or two layers, under ``generate``'s packed weights and the autocast) on the
-    hypotheses' features, the fp32 log-softmax (``kernels.log_softmax_fp32``) and each row's top 2K; one
+    hypotheses' features, the fp32 log-softmax (``fast.kernels.log_softmax_fp32``) and each row's top 2K; one
     hypothesis per source at the first step, ``beams`` after it (as ``decode_rows`` counts them). Median of
     ``iters`` timed passes after one untimed. Its share of the reference's decoding time bounds what any
     fast path can gain with this decoder: reference time / this time."""

@@ -56,38 +56,12 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
-from seq2seq_zoo.data.vocab import PAD_ID, UNK_ID
+from seq2seq_zoo.data.vocab import UNK_ID
 from seq2seq_zoo.errors import ContractError
+from seq2seq_zoo.models.losses import targets_for, token_losses  # noqa: F401 - StepOutput's loss; one definition
 from seq2seq_zoo.registry import CONTEXT_KEYS, MODELS, did_you_mean, model_context, model_options  # noqa: F401
 
 DecoderState = dict[str, Any]
-
-
-def targets_for(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Targets the model can produce: extended ids beyond its output width become <unk>."""
-    return target.masked_fill(target >= log_probs.size(-1), UNK_ID)
-
-
-def token_losses(log_probs: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0,
-                 smooth_width: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Returns (sum of training loss, sum of NLL, number of target tokens), padding excluded.
-
-    Label smoothing: loss = (1 - eps) * NLL + eps * mean_{w in V} (-log p(w)), the uniform part taken
-    over the base vocabulary (``smooth_width`` columns), which is where every model puts mass.
-    """
-    target = targets_for(log_probs, target)
-    mask = target != PAD_ID
-    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    nll = nll.masked_fill(~mask, 0.0)
-    n = int(mask.sum())
-    nll_sum = nll.sum()
-    if label_smoothing > 0:
-        w = smooth_width or log_probs.size(-1)
-        uniform = -log_probs[..., :w].mean(-1).masked_fill(~mask, 0.0)
-        loss_sum = (1 - label_smoothing) * nll_sum + label_smoothing * uniform.sum()
-    else:
-        loss_sum = nll_sum
-    return loss_sum, nll_sum, n
 
 
 # ------------------------------------------------------------------------------------ option rules

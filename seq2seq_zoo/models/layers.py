@@ -2,7 +2,7 @@
 
 Equation numbers refer to Vaswani et al. (2017), "Attention Is All You Need". The CPU performance
 kernels these modules call (math attention, the cheaper dropout mask, packed weights, the fused output
-loss) are in ``kernels.py``.
+loss) are in ``fast/kernels.py``.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from seq2seq_zoo.models.kernels import Dropout, math_attention, prefer_math_attention
+from seq2seq_zoo.models.fast.kernels import Dropout, math_attention, prefer_math_attention
 
 
 def attention(q, k, v, mask=None, dropout: nn.Module | None = None):
@@ -31,6 +32,11 @@ def attention(q, k, v, mask=None, dropout: nn.Module | None = None):
     return w @ v, w
 
 
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim where ``mask`` is True; masked positions get exactly 0."""
+    return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+
+
 def causal_mask(t: int, device=None) -> torch.Tensor:
     """(1, 1, t, t) look-ahead mask: position i may attend to positions <= i."""
     return torch.ones(t, t, dtype=torch.bool, device=device).tril().view(1, 1, t, t)
@@ -42,13 +48,11 @@ def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
 
 
 def _step_attention(q, k, v, bias=None, fp32: bool = False):
-    """softmax(q k^T / sqrt(dk) + bias) v for a decoding step's few queries: ``kernels.math_attention``'s
+    """softmax(q k^T / sqrt(dk) + bias) v for a decoding step's few queries: ``fast.kernels.math_attention``'s
     arithmetic without its chunking and mask handling, whose extra calls cost more than these products
-    (the step is overhead-bound). ``fp32``: the products in
-    fp32 outside autocast. Measured on CPU (AVX512-BF16, 2 threads, the bench decoder's shapes): at one
-    query against 24-48 cached keys fp32 takes 43-69 us a layer against bf16's 106-126 us, and 154 against
-    186 us for 4 queries against 256 source keys; under autocast the products would be cast back to
-    bf16 (with a copy of the whole cache each step). Off the CPU: ``F.scaled_dot_product_attention``, as
+    (the step is overhead-bound). ``fp32``: the products in fp32 outside autocast, which on CPU is faster
+    than bf16 for a step's few queries; under autocast the products would be cast back to bf16 (with a
+    copy of the whole cache each step). Off the CPU: ``F.scaled_dot_product_attention``, as
     the general step takes there (a GPU's step is launch-bound: one fused kernel rather than five)."""
     if q.device.type != "cpu":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
@@ -242,3 +246,14 @@ class Embeddings(nn.Module):
     def forward(self, ids):
         return self.emb(ids) * self.scale
 
+
+def run_packed(rnn, x: torch.Tensor, mask: torch.Tensor):
+    """``rnn`` over ``x`` (B, S, m) packed by the lengths of ``mask`` (B, S), outputs padded back to S with
+    zeros, so padding never reaches a state: the final state(s) are those after each source's last real
+    token. The recurrent models' encoder run (``fast.rnn_kernels.run_encoder`` where no unpacked run gives
+    the same values)."""
+    lengths = mask.sum(1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, final = rnn(packed)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=mask.size(1))
+    return out, final

@@ -8,9 +8,9 @@ bilstm    bidirectional LSTM encoder, its final states reduced into an LSTM deco
 Equation numbers refer to Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by Jointly
 Learning to Align and Translate" (section 3.1 and appendix A).
 
-Padding never reaches a state: the encoder runs on packed sequences, or in the fast implementation on an
-equivalent unpacked run (``rnn_kernels.run_encoder``), so its final state is the one after each source's
-last real token and padded outputs are zeros; and the attention softmax gives padded
+Padding never reaches a state: the encoder runs on packed sequences (``layers.run_packed``), so its final
+state is the one after each source's last real token and padded outputs are zeros; and the attention
+softmax gives padded
 positions exactly zero weight. The decoder input is ``batch.tgt_in`` fed through ``feed`` (extended ids
 -> <unk>); target padding only follows the real tokens, so it cannot change earlier steps. Every
 decoder state tensor is batch-first, so the default ``reorder`` (index dim 0) serves beam search.
@@ -40,25 +40,22 @@ share_embeddings else 2; frozen embeddings count 0.
 """
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
-from seq2seq_zoo.models.base import Seq2Seq, StepOutput, at_least, reorder_rows
-from seq2seq_zoo.models.kernels import LazyOutput, log_softmax_fp32
-from seq2seq_zoo.models.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy, cpu_bf16_matmuls,
-                                            double_keys, fp32_on_cpu, run_encoder, run_packed)
+from seq2seq_zoo.models.base import Seq2Seq, StepOutput, at_least
+from seq2seq_zoo.models.fast.kernels import log_softmax_fp32
+from seq2seq_zoo.models.fast.rnn import FastAttentional, FastGRU, FastRecurrent
+from seq2seq_zoo.models.layers import masked_softmax, run_packed
+from seq2seq_zoo.models.losses import coverage_loss
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
 
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dim where ``mask`` is True; masked positions get exactly 0."""
-    return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
 
 
 class AdditiveAttention(nn.Module):
@@ -103,13 +100,16 @@ class AdditiveAttention(nn.Module):
         return c, a
 
 
-def coverage_loss(a: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    """See et al. (2017, eq. 12): mean over real target steps of sum_j min(a_tj, cov_tj), where
-    cov_t = sum_{t'<t} a_t' (cov_1 = 0). a (B, T, S) attention; real (B, T) True at real target tokens."""
-    cov = torch.cumsum(a, 1) - a                                    # sum over earlier steps only
-    per_step = torch.minimum(a, cov).sum(-1)                        # (B, T)
-    real = real.to(per_step.dtype)
-    return (per_step * real).sum() / real.sum().clamp(min=1)
+_VARIANTS: dict[type, type] = {}
+
+
+def _fast_variant(cls: type) -> type:
+    """``cls`` behind its fast mixins (``cls.FAST``): the same name, parameters and checkpoints."""
+    if cls not in _VARIANTS:
+        _VARIANTS[cls] = type(cls.__name__, (*cls.FAST, cls), {"_paper": cls, "__module__": cls.__module__,
+                                                                "__qualname__": cls.__qualname__,
+                                                                "__doc__": cls.__doc__})
+    return _VARIANTS[cls]
 
 
 class _Recurrent(Seq2Seq):
@@ -120,9 +120,10 @@ class _Recurrent(Seq2Seq):
     embeddings ("random" | "word2vec" | "pretrained:<path>": the runner resolves it to vectors and
     passes them, like vocab_size, as ``pretrained_embeddings``, a (vocab_size, emb_dim) tensor that is
     copied into the table(s); the model never reads the label), freeze_embeddings (the table(s) get no
-    gradient, so they count 0 trainable parameters), impl ("fast", the default, or "reference": the
-    previous step-by-step implementation, kept selectable for one release; both give the same values up
-    to float rounding, with the same parameters, so checkpoints load into either; see ``rnn_kernels``).
+    gradient, so they count 0 trainable parameters), impl ("reference": this module's step-by-step
+    code, which follows the papers; "fast", the default: the same model behind the mixins ``FAST`` of
+    ``models.fast.rnn``; both give the same values up to float rounding, with the same parameters, so
+    checkpoints load into either).
     """
 
     IMPLS = ("fast", "reference")
@@ -134,6 +135,20 @@ class _Recurrent(Seq2Seq):
     @classmethod
     def embedding_dim(cls, options):
         return options["emb_dim"]
+
+    FAST: tuple[type, ...] = (FastRecurrent,)   # what impl = "fast" puts in front of the class
+
+    def __new__(cls, *args, **kwargs):
+        """The implementation is chosen here, once: the class itself, or (impl = "fast") its fast variant."""
+        paper = cls.__dict__.get("_paper", cls)
+        try:
+            bound = inspect.signature(paper.__init__).bind(None, *args, **kwargs)
+        except TypeError:   # __init__ reports the bad arguments
+            return super().__new__(cls)
+        bound.apply_defaults()
+        impl = bound.arguments.get("impl", "reference")
+        variants = {"reference": paper, "fast": _fast_variant(paper)}
+        return super().__new__(variants.get(impl, paper))   # an unknown impl: __init__ says so
 
     def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
                  dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",
@@ -185,14 +200,6 @@ class _Recurrent(Seq2Seq):
             return nn.Linear(in_dim, self.vocab_size)
         return nn.Sequential(nn.Linear(in_dim, self.hidden), nn.Linear(self.hidden, self.vocab_size))
 
-    def _last_output_layer(self, feats: torch.Tensor) -> tuple[torch.Tensor, nn.Linear]:
-        """(the input of P_vocab's last linear layer, that layer) for ``self.output(self.drop(feats))``: what a
-        loss that fuses the output layer takes (``kernels.LazyOutput``, ``pointer.CopyOutput``)."""
-        x = self.drop(feats)
-        if self.output_layers == 1:
-            return x, self.output
-        return self.output[0](x), self.output[1]
-
     def _tables(self) -> list[nn.Embedding]:
         return [self.src_embed] if self.tgt_embed is self.src_embed else [self.src_embed, self.tgt_embed]
 
@@ -232,9 +239,6 @@ class _Recurrent(Seq2Seq):
         (L*dirs, B, n) taken after each source's last real token, and the mask (B, S)."""
         mask = batch.src != PAD_ID
         x = self.drop(self.src_embed(batch.src))
-        if self.impl == "fast":
-            out, final = run_encoder(self.encoder, x, mask)
-            return out, final, mask
         out, final = run_packed(self.encoder, x, mask)
         return out, final, mask
 
@@ -252,6 +256,8 @@ class _Recurrent(Seq2Seq):
 class GRUSeq2Seq(_Recurrent):
     """GRU encoder-decoder without attention; the encoder's last state initialises the decoder."""
 
+    FAST = (FastGRU,)
+
     def build(self):
         m, n, L = self.emb_dim, self.hidden, self.layers
         self.encoder = nn.GRU(m, n, L, batch_first=True, dropout=self.rnn_dropout)
@@ -267,8 +273,6 @@ class GRUSeq2Seq(_Recurrent):
         (h0,) = self._from_state(self.encode(batch))
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))           # E y_{t-1}
         s, _ = self.decoder(y, h0)                                         # s_t = GRU(s_{t-1}, y_{t-1})
-        if self.impl == "fast":   # the loss fuses the (last) output layer
-            return LazyOutput(*self._last_output_layer(s), {})
         log_probs = log_softmax_fp32(self.output(self.drop(s)))    # p(y_t | y_<t, x) = softmax(W_o s_t + b_o)
         return StepOutput(log_probs)
 
@@ -301,6 +305,7 @@ class _Attentional(_Recurrent):
     attention: AdditiveAttention
     has_attention = True
     cross_attention = ATTENTION_NAME
+    FAST = (FastAttentional,)
 
     def decoder_modules(self):
         return [self.decoder, self.attention]
@@ -311,59 +316,23 @@ class _Attentional(_Recurrent):
 
     def encode(self, batch):
         enc, hid = self.init_state(batch)
-        state = {**enc, "cov": torch.zeros(enc["mask"].shape, device=enc["mask"].device), **self._to_state(hid)}
-        if self.impl == "fast":
-            # per-source tensors keep one row per source however many hypotheses decode from it: ``row``
-            # maps each hypothesis to its source and ``reorder`` moves only the per-hypothesis ones
-            B = enc["mask"].size(0)
-            state.update(row=torch.arange(B, device=enc["mask"].device), group=1, keys2=double_keys(enc["keys"]))
-        return state
-
-    PER_HYPOTHESIS = ("h", "c", "cov", "p_gen")
-
-    def reorder(self, state, index):
-        """Fast implementation: the per-hypothesis entries (states, coverage) are indexed; the encoder
-        output, keys, mask and source ids stay one row per source and ``row`` records each hypothesis'
-        source. ``group`` is K when the rows are K consecutive hypotheses per source (beam search), so
-        attention takes the K queries of a source side by side without copies; 0 otherwise."""
-        if "row" not in state:
-            return super().reorder(state, index)
-        out = dict(state)
-        for k in self.PER_HYPOTHESIS:
-            if k in state:
-                out[k] = state[k].index_select(0, index)
-        reorder_rows(state, out, index, state["mask"].size(0))
-        return out
-
-    def _per_source(self, state):
-        """(keys, memory, mask, extra per-source entries) with one row per source group of the state's
-        hypotheses, and K, the hypotheses per row."""
-        names = ("keys", "keys2", "memory", "mask", "src_ext", "src_same", "src_first")
-        src = {k: state[k] for k in names if k in state}
-        N = state["h"].size(0)
-        if state["group"] == 0:      # arbitrary rows: gather the sources
-            src = {k: v.index_select(0, state["row"]) for k, v in src.items()}
-        return src, N // src["mask"].size(0)
+        return {**enc, "cov": torch.zeros(enc["mask"].shape, device=enc["mask"].device), **self._to_state(hid)}
 
     def _step(self, enc, hid, y, cov):
         """One decoder step: y = E y_{t-1} (B, m) -> (features [s_t; E y_{t-1}; c_t], new state, a_t,
         extra inputs for the output distribution (see ``_distribution``))."""
-        c, a = self.attention(hid[0][-1], enc["memory"], enc["mask"], enc["keys"], cov)
-        x = torch.cat([y, c.to(y.dtype)], -1).unsqueeze(1)
+        c, a = self.attention(hid[0][-1], enc["memory"], enc["mask"], enc["keys"], cov)   # eq. 5-6, from s_{t-1}
+        x = torch.cat([y, c.to(y.dtype)], -1).unsqueeze(1)                                 # [E y_{t-1}; c_t]
         if len(hid) == 2:
-            s, hid = self.decoder(x, hid)
+            s, hid = self.decoder(x, hid)                                                  # eq. 4: s_t = f(...)
         else:
             s, h = self.decoder(x, hid[0])
             hid = (h,)
         s = s[:, 0]
+        # the input of g(y_{t-1}, s_t, c_t) (eq. 4): [s_t; E y_{t-1}; c_t]
         return torch.cat([s, y.to(s.dtype), c.to(s.dtype)], -1), hid, a, self._extra_inputs(c, hid, y)
 
     def _extra_inputs(self, c, hid, y):
-        return None
-
-    def _lazy_output(self, feats, a, extra, enc, att, aux) -> StepOutput | None:
-        """Hook of the fast teacher-forced pass: an output whose loss is fused (a copy model's
-        ``pointer.CopyOutput``), or None for ``_distribution``'s log-probabilities."""
         return None
 
     def _distribution(self, feats, a, extra, enc) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -375,8 +344,6 @@ class _Attentional(_Recurrent):
         return log_softmax_fp32(logits), None
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
-        if self.impl == "fast":
-            return self._forward_fast(batch, need_attention)
         enc = self.encode(batch)
         hid = self._from_state(enc)
         cov = enc["cov"]
@@ -384,7 +351,7 @@ class _Attentional(_Recurrent):
         feats, weights, extras = [], [], []
         for t in range(y.size(1)):
             f, hid, a, extra = self._step(enc, hid, y[:, t], cov)
-            cov = cov + a
+            cov = cov + a                                             # See et al. eq. 10
             feats.append(f)
             weights.append(a)
             extras.append(extra)
@@ -392,143 +359,13 @@ class _Attentional(_Recurrent):
         extra = torch.stack(extras, 1) if extras[0] is not None else None
         log_probs, p_gen = self._distribution(torch.stack(feats, 1), a, extra, enc)
         aux = {}
-        if self.coverage and self.cov_loss_weight > 0:
+        if self.coverage and self.cov_loss_weight > 0:     # See et al. eq. 12-13
             aux["coverage"] = self.cov_loss_weight * coverage_loss(a, batch.tgt_out != PAD_ID)
         att = {ATTENTION_NAME: a.unsqueeze(1)} if need_attention else {}   # (B, 1, T, S)
         return StepOutput(log_probs, aux_losses=aux, attention=att,
                           extras={"p_gen": p_gen} if p_gen is not None else {})
-
-    # ------------------------------------------------------------------ fast implementation
-    see_rule = False   # True: the LSTM reads E y_{t-1} only and attention is queried with s_t
-
-    def _attention_weights(self):
-        att = self.attention
-        return att.W.weight, att.v.weight[0], att.w_c
-
-    def _teacher_fast(self, enc, hid, y, low=None):
-        """Teacher forcing of the fast implementation: (features (B, T, F), attention (B, T, S), extra
-        inputs (B, T, E) or None), the same values as the step loop of ``forward``'s reference path;
-        ``low``: the cell's products in bf16 (``rnn_kernels.cpu_bf16_matmuls``)."""
-        keys, memory, mask = enc["keys2"], enc["memory"], enc["mask"]
-        W, v, w_c = self._attention_weights()
-        cov = enc["cov"].to(keys.dtype) if w_c is not None else None
-        cell = StackedCell(self.decoder, self.emb_dim, self.training, low)
-        pre = cell.project_steps(y).unbind(1)     # layer 0's E y_{t-1} part, all steps (unbind: one backward op)
-        T = y.size(1)
-        if self.see_rule:        # the recurrence does not read attention: cells first, then attention
-            hs, cs = [], []
-            for t in range(T):
-                s, hid = cell(pre[t], None, hid)
-                hs.append(s)
-                cs.append(hid[-1][-1])
-            H = torch.stack(hs, 1)
-            q = F.linear(H, W)
-            if cov is None:    # every step at once, in chunks of steps whose (B, t, S, n) buffers stay
-                # under 16 MB in fp32 (at 32 MB glibc maps each afresh: pointer_generator's bf16 bench step
-                # 0.99-1.03 -> 0.90 s with 2^22 elements instead of 2^23)
-                step = max(1, (1 << 22) // max(1, keys.numel()))
-                E = torch.cat([additive_energy(keys, q[:, t:t + step], v) for t in range(0, T, step)], 1)
-                A = masked_softmax(_float(E), mask.unsqueeze(1))
-            else:
-                weights = []
-                for t in range(T):
-                    a = masked_softmax(_float(additive_energy(keys, q[:, t:t + 1], v, cov.unsqueeze(1), w_c)[:, 0]),
-                                       mask)
-                    cov = cov + a
-                    weights.append(a)
-                A = torch.stack(weights, 1)
-            C = torch.bmm(A.to(memory.dtype), memory)
-            feats = torch.cat([H, C.to(H.dtype)], -1)
-            return feats, A, self._extra_inputs(C, (H.unsqueeze(0), torch.stack(cs, 1).unsqueeze(0)), y)
-        context = DeferredContext(memory)
-        hs, ctxs, cells, weights = [], [], [], []
-        for t in range(T):
-            q = F.linear(hid[0][-1], W).unsqueeze(1)
-            e = additive_energy(keys, q, v, None if cov is None else cov.unsqueeze(1), w_c)[:, 0]
-            a = masked_softmax(_float(e), mask)
-            c = context(a)
-            s, hid = cell(pre[t], c.to(pre[t].dtype), hid)
-            if cov is not None:
-                cov = cov + a
-            hs.append(s)
-            ctxs.append(c)
-            weights.append(a)
-            if len(hid) == 2:
-                cells.append(hid[1][-1])
-        H, C, A = torch.stack(hs, 1), torch.stack(ctxs, 1), torch.stack(weights, 1)
-        feats = torch.cat([H, y.to(H.dtype), C.to(H.dtype)], -1)
-        top = (H.unsqueeze(0),) + ((torch.stack(cells, 1).unsqueeze(0),) if cells else ())
-        return feats, A, self._extra_inputs(C, top, y)
-
-    def _step_fast(self, state, hid, y):
-        """One decoding step of the fast implementation: (features (N, F), new state, a (N, S), extra)."""
-        src, K = self._per_source(state)
-        keys, memory, mask = src["keys2"], src["memory"], src["mask"]
-        B0, S = mask.shape
-        W, v, w_c = self._attention_weights()
-        cov = state["cov"].view(B0, K, S).to(keys.dtype) if w_c is not None else None
-        cell = StackedCell(self.decoder, self.emb_dim, False)
-        pre = cell.project_steps(y)
-
-        def attend(query):
-            q = F.linear(query, W).view(B0, K, -1)
-            a = masked_softmax(_float(additive_energy(keys, q, v, cov, w_c)), mask.unsqueeze(1))   # (B0, K, S)
-            c = torch.bmm(a.to(memory.dtype), memory)
-            return c.view(B0 * K, -1), a.view(B0 * K, S)
-
-        if self.see_rule:
-            s, hid = cell(pre, None, hid)
-            c, a = attend(hid[0][-1])
-            feats = torch.cat([s, c.to(s.dtype)], -1)
-        else:
-            c, a = attend(hid[0][-1])
-            s, hid = cell(pre, c.to(pre.dtype), hid)
-            feats = torch.cat([s, y.to(s.dtype), c.to(s.dtype)], -1)
-        return feats, hid, a, self._extra_inputs(c, hid, y), src, K
-
-    def _forward_fast(self, batch, need_attention: bool) -> StepOutput:
-        enc = self.encode(batch)
-        y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))   # (B, T, m): E y_{t-1}
-        low = cpu_bf16_matmuls(y)
-        with fp32_on_cpu(y.device):
-            feats, a, extra = self._teacher_fast(enc, tuple(_float(h) for h in self._from_state(enc)), y, low)
-        self.attention.weights = a[:, -1].detach()
-        aux = {}
-        if self.coverage and self.cov_loss_weight > 0:
-            aux["coverage"] = self.cov_loss_weight * coverage_loss(a, batch.tgt_out != PAD_ID)
-        att = {ATTENTION_NAME: a.unsqueeze(1)} if need_attention else {}   # (B, 1, T, S)
-        if extra is None:   # the loss fuses the (last) output layer (kernels.LazyOutput)
-            return LazyOutput(*self._last_output_layer(feats), att, aux)
-        lazy = self._lazy_output(feats, a, extra, enc, att, aux)
-        if lazy is not None:
-            return lazy
-        log_probs, p_gen = self._distribution(feats, a, extra, enc)
-        return StepOutput(log_probs, aux_losses=aux, attention=att,
-                          extras={"p_gen": p_gen} if p_gen is not None else {})
-
-    def _decode_step_fast(self, state, prev):
-        y = self.drop(self.tgt_embed(self.feed(prev)))
-        with fp32_on_cpu(y.device):
-            f, hid, a, extra, src, K = self._step_fast(state, tuple(_float(h) for h in self._from_state(state)), y)
-        self.attention.weights = a.detach()
-        view = {**state, **src}
-        if "src_ext" in src:   # copy models: the mixture takes each source's K hypotheses side by side
-            N, B0 = f.size(0), src["src_ext"].size(0)
-            log_probs, p_gen = self._distribution(f.view(B0, K, -1), a.view(B0, K, -1), extra.view(B0, K, -1), view)
-            log_probs, p_gen = log_probs.reshape(N, -1), p_gen.reshape(N)
-        else:
-            log_probs, p_gen = self._distribution(f, a, extra, view)
-        new = {k: v for k, v in state.items() if k not in self.PER_HYPOTHESIS}
-        if "logits" in view:
-            new["logits"] = view["logits"]
-        new.update(self._to_state(hid), cov=state["cov"] + a)
-        if p_gen is not None:
-            new["p_gen"] = p_gen
-        return log_probs, new
 
     def decode_step(self, state, prev):
-        if "row" in state:
-            return self._decode_step_fast(state, prev)
         y = self.drop(self.tgt_embed(self.feed(prev)))
         f, hid, a, extra = self._step(state, self._from_state(state), y, state["cov"])
         log_probs, p_gen = self._distribution(f, a, extra, state)
@@ -539,8 +376,6 @@ class _Attentional(_Recurrent):
         return log_probs, new
 
     def attention_coverage(self, state):
-        if "row" in state and state["group"] != 1:
-            return state["cov"], state["mask"].index_select(0, state["row"])
         return state["cov"], state["mask"]
 
 

@@ -12,7 +12,8 @@ from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput, at_least, reorder_rows
-from seq2seq_zoo.models.kernels import Dropout, LazyOutput, log_softmax_fp32
+from seq2seq_zoo.models.fast.kernels import Dropout, log_softmax_fp32
+from seq2seq_zoo.models.fast.outputs import LazyOutput
 from seq2seq_zoo.models.layers import PE_KINDS, Embeddings, MultiHeadAttention, PositionalEncoding, padding_mask
 from seq2seq_zoo.registry import did_you_mean, register_model
 
@@ -62,8 +63,8 @@ class EncoderLayer(nn.Module):
         self.sub2 = Residual(d_model, dropout, pre_ln)
 
     def forward(self, x, mask, need_weights=False):
-        x, w = self.sub1(x, lambda h: self.self_att(h, mask=mask, need_weights=need_weights))
-        x, _ = self.sub2(x, lambda h: (self.ffn(h), None))
+        x, w = self.sub1(x, lambda h: self.self_att(h, mask=mask, need_weights=need_weights))   # sec. 3.2.3, eq. 1
+        x, _ = self.sub2(x, lambda h: (self.ffn(h), None))                                     # eq. 2
         return x, w
 
 
@@ -81,6 +82,7 @@ class DecoderLayer(nn.Module):
     def forward(self, x, memory, src_mask, need_weights=False, cache=None, cross_kv=None, kv_rows=None):
         causal = cache is None or "k" not in cache  # one query step attends to all cached keys
         causal = causal and x.size(1) > 1
+        # masked self-attention (sec. 3.2.3), encoder-decoder attention (sec. 3.2.3), FFN (eq. 2)
         x, w1 = self.sub1(x, lambda h: self.self_att(h, is_causal=causal, need_weights=need_weights, cache=cache))
         x, w2 = self.sub2(x, lambda h: self.cross_att(h, memory, mask=src_mask, need_weights=need_weights,
                                                         kv=cross_kv, kv_rows=kv_rows))
@@ -99,8 +101,8 @@ class DecoderLayer(nn.Module):
 
 def _residual(sub: Residual, x, f):
     """``Residual`` in inference (dropout is the identity): post-LN norm(x + f(x)), pre-LN x + f(norm(x));
-    the norm through ``F.layer_norm`` and ``f`` calling ``.forward`` (no module-call overhead: measured
-    215.7 against 220.3 ms a beam-4 call at the bench shape, 2 threads, medians of 9 interleaved)."""
+    the norm through ``F.layer_norm`` and ``f`` calling ``.forward`` (no module-call overhead, which a
+    decoding step of few rows notices)."""
     n = sub.norm
     if sub.pre_ln:
         return x + f(F.layer_norm(x, n.normalized_shape, n.weight, n.bias, n.eps))
@@ -123,7 +125,7 @@ class Encoder(nn.Module):
         """src (B, S) ids -> (B, S, d_model), {encoder_layer{i}_self_att: (B, H, S, S)}"""
         if src_mask is None:
             src_mask = padding_mask(src, PAD_ID)
-        x = self.drop(self.pe(self.embed(src)))
+        x = self.drop(self.pe(self.embed(src)))   # sec. 3.4-3.5 and 5.4: dropout(E x sqrt(d) + PE)
         att = {}
         for i, layer in enumerate(self.layers):
             x, w = layer(x, src_mask, need_weights)
@@ -149,7 +151,7 @@ class Decoder(nn.Module):
         """tgt (B, T) ids, memory (B, S, d) -> (B, T, d) and per-layer attention weights
         decoder_layer{i}_block1_self_att (B, H, T, T), decoder_layer{i}_block2_decenc_att (B, H, T, S).
         ``kv_rows``: see ``MultiHeadAttention.forward`` (decoding hypotheses against per-source keys)."""
-        x = self.drop(self.pe(self.embed(tgt), offset))
+        x = self.drop(self.pe(self.embed(tgt), offset))   # sec. 3.4-3.5 and 5.4
         att = {}
         for i, layer in enumerate(self.layers):
             x, w1, w2 = layer(x, memory, src_mask, need_weights,
@@ -247,7 +249,7 @@ class Transformer(Seq2Seq):
 
     def forward(self, batch, need_attention: bool = False) -> StepOutput:
         """log_probs = log_softmax(generator(decoder output)) (B, T, V), computed when read; the
-        objective takes the fused ``token_losses`` path (see ``kernels.LazyOutput``)."""
+        objective takes the fused ``token_losses`` path (see ``fast.outputs.LazyOutput``)."""
         src_mask = padding_mask(batch.src)
         memory, enc_att = self.encoder(batch.src, src_mask, need_attention)
         h, dec_att = self.decoder(self.feed(batch.tgt_in), memory, src_mask, need_attention)

@@ -14,8 +14,8 @@ of the source (a name, in dialogue summaries) can be written although the vocabu
 ids fed back to the decoder become <unk>. A dedicated head, rather than one of the cross-attention heads
 (Gehrmann et al. 2018 pick one at random), keeps the cross-attention on PyTorch's fused kernels, which do
 not return their weights; it adds 2 d^2 + 3 d + 1 weights (the ``pointer`` component). In training the
-loss is ``pointer.copy_losses`` (through ``CopyOutput``): the mixture read at the target and source words
-only, without the (B, T, V + OOVs) log-probabilities.
+loss is ``losses.copy_losses`` (through ``fast.outputs.CopyOutput``): the mixture read at the target and
+source words only, without the (B, T, V + OOVs) log-probabilities.
 
 Everything else (options, positional encodings, pre/post-LN, incremental decoding with one key/value
 copy per source) is ``transformer``'s.
@@ -30,7 +30,8 @@ from torch import nn
 
 from seq2seq_zoo.models.base import StepOutput
 from seq2seq_zoo.models.layers import padding_mask
-from seq2seq_zoo.models.pointer import CopyOutput, _up, copy_mixture, source_words
+from seq2seq_zoo.models.copying import _up, copy_mixture, source_words
+from seq2seq_zoo.models.fast.outputs import CopyOutput
 from seq2seq_zoo.models.transformer import Transformer
 from seq2seq_zoo.registry import register_model
 

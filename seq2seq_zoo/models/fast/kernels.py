@@ -1,16 +1,16 @@
 """CPU performance kernels behind the paper's modules (``layers.py``): the same values as the textbook
 operations up to float rounding, written by hand only where no library op is as fast on CPU (each
-says what it measured against):
+says why; the measurements are in docs/performance.md):
 
 - ``math_attention`` / ``prefer_math_attention``: attention as batched matmuls in bf16 on CPU;
 - ``log_softmax_fp32``: the output log-softmax straight to fp32;
 - ``packed_linear_weights``: inference with linear weights packed into oneDNN's layout, kept between calls;
 - ``dropout`` / ``Dropout`` / ``dropout_keep_mask``: a dropout mask from 16 random bits per element (also
   on the attention weights);
-- ``fused_token_losses``: output projection + log-softmax + label-smoothed NLL in row blocks;
+- ``smoothed_nll``: output projection + log-softmax + label-smoothed NLL in row blocks (behind
+  ``losses.fused_token_losses``);
 - ``logit_stats``: the output projection's log-sum-exp and logits at chosen columns in row blocks
-  (the copy models' loss, ``pointer.copy_losses``);
-- ``LazyOutput``: a model output whose log-probs are made only when read (the loss takes the fused path).
+  (behind ``losses.copy_losses``).
 
 On GPUs ``F.scaled_dot_product_attention`` runs without cuDNN's kernels (``utils.no_cudnn_attention``).
 """
@@ -24,7 +24,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seq2seq_zoo.models.base import StepOutput
 from seq2seq_zoo.utils import cpu_has_fast_bf16
 
 NEG_INF = float("-inf")
@@ -37,11 +36,9 @@ MATH_ATTENTION_MAX_SCORES = 2 ** 27
 def prefer_math_attention(q: torch.Tensor, k: torch.Tensor) -> bool:
     """Whether plain batched matmuls beat ``F.scaled_dot_product_attention`` for these shapes.
 
-    Measured on CPU (torch 2.13, AMD EPYC with AVX512-BF16, head size 30): the fused flash
-    kernel is 1.5-7x slower than matmul + softmax + matmul in bf16 (forward + backward: 0.31 s against
-    0.20 s for the seed Transformer's encoder self-attention at batch 32 x 256), and costs ~3 ms of
-    overhead per call for the few queries of an incremental decoding step; in fp32 with many queries
-    it is the faster one. GPUs always take the fused kernels."""
+    On CPU in bf16 the fused flash kernel is slower than matmul + softmax + matmul, and it costs a fixed
+    overhead per call that dominates the few queries of an incremental decoding step; in fp32 with many
+    queries it is the faster one. GPUs always take the fused kernels."""
     if q.device.type != "cpu":
         return False
     B, H, Tq, _ = q.shape
@@ -97,14 +94,11 @@ def log_softmax_fp32(logits: torch.Tensor) -> torch.Tensor:
 def packed_linear_weights(model: nn.Module, rows: int = 32):
     """Inference on CPU under bf16 autocast: every ``nn.Linear`` of ``model`` runs with its weight cast
     to bf16 and reordered once into oneDNN's blocked layout (as torch.compile's freezing does), instead
-    of autocast's plain bf16 copy that oneDNN re-packs on every call. Measured on the bench decoder
-    (AVX512-BF16, 1 thread): the 32 x 300 x 15,000 output projection of a beam-4 step
-    2.8 -> 1.7 ms, the 300-wide layers ~20% faster; results are bitwise the same. ``rows`` is the
-    expected number of input rows (the layout's blocking hint; any number works).
+    of autocast's plain bf16 copy that oneDNN re-packs on every call; results are bitwise the same.
+    ``rows`` is the expected number of input rows (the layout's blocking hint; any number works).
 
-    Without autocast (fp32 inference) the fp32 weights are packed the same way: the 32 x 640 x 15,000
-    output projection of a recurrent model's beam-4 step took 12.8 -> 10.0 ms (1 thread, a CPU without
-    AVX-512); results equal the plain matmul's up to float rounding (a different summation order).
+    Without autocast (fp32 inference) the fp32 weights are packed the same way; results equal the plain
+    matmul's up to float rounding (a different summation order).
 
     A no-op when grad is enabled, under autocast to another dtype, under bf16 autocast on CPUs without
     bf16 instructions, or where this torch build lacks the oneDNN ops."""
@@ -151,8 +145,7 @@ def _packed(m: nn.Linear, dtype: torch.dtype, rows: int):
     while it lives (one entry per dtype and row hint) and made again only when a parameter has changed
     (its version counter moves with every in-place update, as an optimizer step's, and its storage with
     ``.data =``), so that repeated decoding of the same weights, as evaluation and the bench do, packs
-    them once. Measured in the bench's decoding (AVX512-BF16, 2 threads, interleaved with the peer):
-    beam-4 decoding 221.7 -> 214.7 ms (median of 7). Inference tensors keep no version: not kept."""
+    them once. Inference tensors keep no version: not kept."""
     pack = torch.ops.mkldnn._reorder_linear_weight   # AttributeError where the build lacks it (caller falls back)
     try:
         key = tuple((p.data_ptr(), p._version) if p is not None else None for p in (m.weight, m.bias))
@@ -182,8 +175,8 @@ def dropout_keep_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """``F.dropout`` (not in place) with a cheaper mask on CPU (``dropout_keep_mask``): each element is
     zeroed with probability p (to 1/65536) and the rest scaled by 1 / (1 - p), as ``F.dropout`` does; on
-    other devices it is ``F.dropout``. On CPU ``bernoulli_`` made the mask at ~4.6 ns an element against
-    ~1.1 here, and forward + backward of a (13, 4, 400, 400) bf16 tensor take 22-29 ms against 44."""
+    other devices it is ``F.dropout``. On CPU ``bernoulli_`` draws a full random number per element, about
+    four times the cost of this mask."""
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or p >= 1.0:
@@ -224,7 +217,7 @@ def _low_precision_cpu(cd: torch.dtype) -> bool:
 
 class _LogitBlocks:
     """The output layer's logits z = h W^T + b in row blocks, as the fused losses take them (see
-    ``_FusedSmoothedNLL`` for the layout and what it measured). Made under the forward's autocast, whose
+    ``_FusedSmoothedNLL`` for the layout and why). Made under the forward's autocast, whose
     dtype is the compute precision ``cd`` (bf16 under autocast, like ``nn.Linear``); iterate under
     autocast off: (first row, logits block). ``saved`` is what the backward needs (``_blocked_grads``)."""
 
@@ -265,7 +258,7 @@ def _blocked_grads(saved, h, W, rows: int, low: bool, acc, need_h: bool, need_w:
     ``into_g(G, first row, rows)`` turns into dL/dz in place; then dh = G W, dW += G^T h, db += sum G
     (the bf16 buffer's products once over all rows). dW comes in the weight's own (V, d) layout: a
     (d, V) sum handed back transposed made autograd copy it into the parameter's layout, after a
-    strided multiply by the upstream gradient (fp32, 1 thread: 0.25 s a step)."""
+    strided multiply by the upstream gradient."""
     with torch.autocast(h.device.type, enabled=False):
         hc = h.to(W.dtype)
         Z = saved[0] if low else None
@@ -307,15 +300,13 @@ class _FusedSmoothedNLL(torch.autograd.Function):
     into a reused buffer, then a scatter), dh = G W, dW += G^T h, db += sum G; the eps / width term is a
     rank-one correction of dh, dW and db, and the upstream g scales those (small) results, so no
     elementwise pass over the logits is spent on either. This avoids elementwise ops that mix bf16 logits
-    with fp32 statistics, which CPUs run through a slow type-promoting path: on the bench's 2,000 x 15,000
-    output layer (1 thread) the loss's elementwise time went ~260 -> ~190 ms and the whole fused loss,
-    forward and backward, ~0.56 -> ~0.50 s.
+    with fp32 statistics, which CPUs run through a slow type-promoting path.
 
     bf16/fp16 on CPU (``_low_precision_cpu``): the blocks' logits go into one (N, V) buffer, computed
     as ``mm(h, W^T)`` plus the bias (``F.linear`` with a bias makes oneDNN copy the transposed weight
-    on every call: 47 against 21 ms for 279 x 896 x 15,000 on 1 thread), and the backward turns that
-    buffer into G in place, block by block, then takes dh = G W and dW = G^T h in one product each
-    rather than adding eight bf16 products into an fp32 sum (dW over 2,048 rows: 283 against 509 ms).
+    on every call), and the backward turns that buffer into G in place, block by block, then takes
+    dh = G W and dW = G^T h in one product each rather than adding several bf16 products into an fp32
+    sum (one large product is faster).
     dW is then rounded to bf16 once instead of once per block. fp32 keeps the blocked path above."""
 
     @staticmethod
@@ -381,7 +372,7 @@ class _LogitStats(torch.autograd.Function):
     """Of the logits z = h W^T + b (N, V), without keeping an fp32 (N, V) tensor beyond the blocks: each
     row's log-sum-exp (N,) and the logits at ``index`` (N, K), both in fp32 (fp64 for fp64 models).
     What a loss over a mixture needs when it reads the vocabulary distribution at a few columns only
-    (``pointer.copy_losses``: the target and the source words). Forward as ``_FusedSmoothedNLL``'s
+    (``losses.copy_losses``: the target and the source words). Forward as ``_FusedSmoothedNLL``'s
     (``_LogitBlocks``). Backward: dL/dz = g_lse softmax(z) + scatter(index, g_index), formed per block
     (``_blocked_grads``)."""
 
@@ -427,88 +418,10 @@ def logit_stats(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return _LogitStats.apply(h, weight, bias, index, h.device.type == "cpu")
 
 
-def fused_token_losses(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
-                       label_smoothing: float = 0.0, smooth_width: int | None = None, pad_id: int = 0,
-                       unk_id: int = 1) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """``models.base.token_losses(log_softmax(h W^T + b), target, label_smoothing, smooth_width)``
-    for an output layer ``nn.Linear(d, V)`` = (weight, bias), computed without materialising the
-    (B, T, V) log-probabilities: padding rows are dropped before the output projection, and the softmax,
-    loss and gradient are taken in cache-sized blocks (see ``_FusedSmoothedNLL``). Same values up to
-    float rounding; returns (sum of training loss, sum of NLL, number of target tokens)."""
-    V = weight.size(0)
-    t = target.reshape(-1)
-    t = t.masked_fill(t >= V, unk_id)          # extended ids the layer cannot produce -> <unk>
-    keep = t != pad_id
-    n = int(keep.sum())
-    hf = h.reshape(-1, h.size(-1))
-    if n < t.numel():
-        idx = keep.nonzero().squeeze(1)
-        hf, t = hf.index_select(0, idx), t.index_select(0, idx)
-    if n == 0:
-        zero = (hf.sum() * 0).float()
-        return zero, zero.detach(), 0
-    loss_sum, nll_sum = _FusedSmoothedNLL.apply(hf, weight, bias, t, float(label_smoothing),
-                                                int(smooth_width or V), h.device.type == "cpu")
-    return loss_sum, nll_sum, n
-
-
-class DeferredOutput(StepOutput):
-    """A StepOutput whose ``log_probs`` are made only when read, in the precision and grad mode of the
-    forward pass that made it; the cross-entropy objective asks it for ``token_losses`` instead, which a
-    subclass fuses with the output layer (``_losses``) so that the (B, T, V) log-probabilities are never
-    held. Subclasses: ``LazyOutput`` (one output layer), ``pointer.CopyOutput`` (the copy mixture)."""
-
-    def __init__(self, like: torch.Tensor, attention: dict, aux_losses: dict | None = None,
-                 extras: dict | None = None):
-        dev = like.device.type
-        self._autocast = (dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
-        self._grad = torch.is_grad_enabled()
-        self._log_probs = None
-        super().__init__(log_probs=None, attention=attention, aux_losses=aux_losses or {}, extras=extras or {})
-
-    def _as_in_forward(self):
-        dev, enabled, dtype = self._autocast
-        stack = contextlib.ExitStack()
-        stack.enter_context(torch.set_grad_enabled(self._grad))
-        stack.enter_context(torch.autocast(dev, dtype=dtype, enabled=enabled))
-        return stack
-
-    def _make_log_probs(self) -> torch.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _losses(self, target, label_smoothing, smooth_width):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    @property
-    def log_probs(self) -> torch.Tensor:
-        if self._log_probs is None:
-            with self._as_in_forward():
-                self._log_probs = self._make_log_probs()
-        return self._log_probs
-
-    @log_probs.setter
-    def log_probs(self, value):
-        if value is not None:
-            self._log_probs = value
-
-    def token_losses(self, target: torch.Tensor, label_smoothing: float = 0.0, smooth_width: int | None = None):
-        """(sum of training loss, sum of NLL, tokens), as ``base.token_losses(self.log_probs, ...)``."""
-        with self._as_in_forward():
-            return self._losses(target, label_smoothing, smooth_width)
-
-
-class LazyOutput(DeferredOutput):
-    """A StepOutput whose ``log_probs`` are computed only when read (in the precision and grad mode of
-    the forward pass). The cross-entropy objective asks it for ``token_losses`` instead, which fuses
-    the output projection, log-softmax and label-smoothed loss and never holds (B, T, V) log-probs."""
-
-    def __init__(self, hidden: torch.Tensor, generator: nn.Linear, attention: dict, aux_losses: dict | None = None):
-        self._hidden, self._generator = hidden, generator
-        super().__init__(hidden, attention, aux_losses)
-
-    def _make_log_probs(self):
-        return log_softmax_fp32(self._generator(self._hidden))
-
-    def _losses(self, target, label_smoothing, smooth_width):
-        return fused_token_losses(self._hidden, self._generator.weight, self._generator.bias, target,
-                                  label_smoothing, smooth_width)
+def smoothed_nll(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
+                 label_smoothing: float, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum of label-smoothed NLL, sum of NLL) of log_softmax(h W^T + b) at ``target`` (N,), for rows h (N, d)
+    that are all real tokens, in row blocks (see ``_FusedSmoothedNLL``); ``losses.fused_token_losses``
+    is the entry point."""
+    return _FusedSmoothedNLL.apply(h, weight, bias, target, float(label_smoothing), int(width),
+                                   h.device.type == "cpu")

@@ -1,9 +1,9 @@
-"""Kernels of the recurrent family's fast implementation (``impl = "fast"``, the default; ``rnn.py``
-keeps the step-by-step textbook path as ``impl = "reference"``). The same values as the reference
-up to float rounding, which tests check for the loss, the gradients and greedy and beam decodes.
+"""Kernels of the recurrent family's fast implementation (``impl = "fast"``, the default: ``fast.rnn``;
+``rnn.py`` keeps the step-by-step textbook path as ``impl = "reference"``). The same values as the
+reference up to float rounding, which tests check for the loss, the gradients and greedy and beam decodes.
 
-Measured with torch.profiler at the bench shape (batch 32, source 256, target 64, hidden 256), what the
-reference spends its training step on and what replaces it here:
+What a profile of the reference's training step at the bench shape (batch 32, source 256, target 64,
+hidden 256) shows it spends its time on, and what replaces it here (figures: docs/performance.md):
 
 - the packed-sequence encoder: on CPU its backward zero-fills a (source tokens x gates) gradient buffer
   at every one of the 256 time steps (the backward of slicing the precomputed input projection), three
@@ -11,8 +11,8 @@ reference spends its training step on and what replaces it here:
   and a one-layer encoder with padding (the bidirectional LSTM) with its gates held at padding
   (``_run_held``);
 - additive attention energies ``v^T tanh(U h_j + W s + b)``: autograd's ``Linear(n, 1)`` backward is a
-  rank-1 matmul and a zero-filled outer product per step, and ``torch.tanh`` takes 2.5x the time of
-  a sigmoid on this CPU (14.6 against 5.9 ms for 32 x 256 x 256). ``additive_energy`` uses
+  rank-1 matmul and a zero-filled outer product per step, and ``torch.tanh`` takes about 2.5x the time
+  of a sigmoid on CPU. ``additive_energy`` uses
   tanh x = 2 sigmoid(2x) - 1 with the keys doubled once per source, so a step writes one (B, S, n)
   buffer, in place, and its backward is one ``sigmoid_backward`` of a broadcast product;
 - the context ``c_t = a_t h``: its gradient with respect to the encoder output is an outer product
@@ -24,7 +24,7 @@ reference spends its training step on and what replaces it here:
   kernels lack);
 - under CPU bf16 autocast, on CPUs with native bf16 products and oneDNN bf16 kernels
   (``cpu_bf16_matmuls``), the one-layer encoder runs in bf16 as the reference's autocast run does, and
-  the cell's products run in bf16 with fp32 states and gates (both in fp32 until session #20).
+  the cell's products run in bf16 with fp32 states and gates.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from seq2seq_zoo.models.layers import run_packed
 from seq2seq_zoo.precision import cpu_bf16_kernels
 from seq2seq_zoo.utils import cpu_has_fast_bf16
 
@@ -66,11 +66,9 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
     Under CPU bf16 autocast on a CPU with native bf16 products and oneDNN bf16 kernels
     (``cpu_bf16_matmuls``), as autocast runs the reference's: a one-layer unidirectional GRU runs padded
     under that autocast (fp32 outputs); any other one-layer encoder runs held in bf16 (bf16 outputs, fp32
-    final states). Measured on the AVX512-BF16 VM, 1 thread, hidden 256, 256 source tokens: the held
-    bf16 GRU trains as fast as the GRU under autocast (179 / 187 ms forward and backward at batch 32;
-    fp32 349) but without gradient it took 57-67 ms against autocast's 16 (batch 8: a decoding call's
-    encoder), while the held bf16 bidirectional LSTM is faster either way (22 against 34 ms at batch 8,
-    no gradient)."""
+    final states). The GRU is not held: held in bf16 it trains as fast as under autocast but decodes
+    several times slower without gradient, while the held bf16 bidirectional LSTM is faster either
+    way."""
     lengths = mask.sum(1).clamp(min=1)
     B, S = mask.shape
     low = cpu_bf16_matmuls(x)
@@ -106,26 +104,13 @@ def _run_padded(rnn, x: torch.Tensor, lengths: torch.Tensor):
 def cpu_bf16_matmuls(x: torch.Tensor) -> torch.dtype | None:
     """bf16 where the recurrent fast path's encoder and cell products should run in it: on a CPU under
     bf16 autocast with native bf16 matmul instructions (``utils.cpu_has_fast_bf16``) and oneDNN's bf16
-    kernels (``precision.cpu_bf16_kernels``), as the reference's autocast run takes oneDNN's bf16 LSTM.
-    Measured on the AVX512-BF16 VM (2 threads, batch 32 x 256 source tokens, hidden 256, forward and
-    backward): the bidirectional LSTM encoder 205-216 -> 124 ms, the GRU 140 -> 85 ms; 64 steps of a
-    cell's two products 60 -> 30 ms. None elsewhere: these run in their inputs' precision (fp32 under
-    CPU autocast; a GPU's autocast stays on)."""
+    kernels (``precision.cpu_bf16_kernels``), as the reference's autocast run takes oneDNN's bf16 LSTM;
+    there the encoder and the cell's products take about 60% of their fp32 time. None elsewhere: these
+    run in their inputs' precision (fp32 under CPU autocast; a GPU's autocast stays on)."""
     if (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
             and torch.get_autocast_dtype("cpu") == torch.bfloat16 and cpu_has_fast_bf16() and cpu_bf16_kernels()):
         return torch.bfloat16
     return None
-
-
-def run_packed(rnn, x: torch.Tensor, mask: torch.Tensor):
-    """The packed run: ``rnn`` over ``x`` (B, S, m) packed by the lengths of ``mask`` (B, S), outputs
-    padded back to S with zeros. The reference implementation's encoder, and ``run_encoder``'s where no
-    unpacked run gives the same values."""
-    lengths = mask.sum(1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, final = rnn(packed)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=mask.size(1))
-    return out, final
 
 
 # A pre-activation this far from zero saturates a gate exactly: sigmoid(HOLD + a) == 1.0 and
@@ -243,9 +228,8 @@ def additive_energy(keys2, q, v, cov=None, w_c=None):
 def _energy_whole(keys2, q2, v, cov, w_c):
     """The energies (B, T, S) and sigmoid(u) (B, T, S, n) in one broadcast buffer: ``_AdditiveEnergy``'s
     forward, and decoding's form off the CPU. The CPU's blocked loop (``_energy_in_blocks``) launches about
-    four kernels per source and block, so on an H200 it made beam-4 decoding of the attention models
-    0.44-0.50x the reference's (results/bench_gpu, second bench); here a step is four kernels whatever the
-    batch."""
+    four kernels per source and block, which on a GPU made beam decoding slower than the reference's; here
+    a step is four kernels whatever the batch."""
     u = keys2.unsqueeze(1) + q2.unsqueeze(2)                         # (B, T, S, n)
     if cov is not None:
         u.addcmul_(cov.unsqueeze(-1), 2 * w_c)
@@ -255,12 +239,9 @@ def _energy_whole(keys2, q2, v, cov, w_c):
 
 def _energy_in_blocks(keys2, q2, v, cov, w_c, block: int = 1 << 18):
     """``_AdditiveEnergy.forward`` without gradient (decoding), over blocks of source positions whose
-    (T, s, n) buffer (``block`` elements) is reused and stays in cache: a decoding step of 32 hypotheses
-    over 8 sources x 256 positions took 7.5 -> 3 ms, the fresh 8 MB buffer's page faults gone. Blocks of
-    2^18 elements (1 MB in fp32: one source of the bench's beam-4 step, 8 blocks a step) rather than 2^16
-    (32 blocks): `bahdanau` beam-4 decoding 175.5 -> 163.3 ms on 2 threads (AVX512-BF16 VM, medians of
-    5 interleaved calls, and 180.4 -> 165.6 ms on another day; the same on 1 thread, 263 / 261 ms): a
-    quarter of the operations, each still small enough for the cache."""
+    (T, s, n) buffer (``block`` elements) is reused and stays in cache, so a step pays no page faults for
+    a fresh buffer. Blocks of 2^18 elements (1 MB in fp32: one source of the bench's beam-4 step, 8 blocks
+    a step) rather than 2^16: a quarter of the operations, each still small enough for the cache."""
     B, S, n = keys2.shape
     T = q2.size(1)
     s = max(1, min(S, block // max(1, T * n)))

@@ -1,9 +1,10 @@
 """Backend of ``zoo data download NAME``: fetch a corpus's files, check sha256 sums, put them in place.
 
-Each dataset in :data:`MANIFEST` (``manifest.toml``, loaded by ``seq2seq_zoo.data.manifest``) lists its final files (the exact names and bytes our readers expect in
-``<data_dir>/<dataset>/``). Every file records where it comes from: a plain file, a file inside a zip
-archive (``member``), or a file rebuilt by a named converter (``convert``, e.g. JSON array -> JSON
-Lines; ``seq2seq_zoo.data.convert``). Several final files can come from one source; that source is downloaded once per call.
+Each dataset in :data:`MANIFEST` (``manifest.toml``, read by ``seq2seq_zoo.data.manifest``) lists its
+final files (the exact names and bytes our readers expect in ``<data_dir>/<dataset>/``). Every file
+records where it comes from: a plain file, a file inside a zip archive (``member``), or a file rebuilt by
+a named converter (``convert``, e.g. JSON array -> JSON Lines; ``seq2seq_zoo.data.convert``). Several
+final files can come from one source; that source is downloaded once per call.
 
 How a download runs:
 

@@ -104,11 +104,11 @@ class PointerGenerator(BiLSTMSeq2Seq):
         return torch.cat([_up(c), _up(h), _up(cell), _up(y)], -1)
 
     def _gen_logit(self, extra):
-        """p_gen's logit (...) from its inputs [h*_t; h_t; cell_t; x_t], in at least fp32."""
+        """p_gen's logit (...) from its inputs [h*_t; h_t; cell_t; x_t], in at least fp32 (eq. 8)."""
         return _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)
 
     def _distribution(self, feats, a, extra, enc):
-        log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # (..., V)
-        z = self._gen_logit(extra)                                                          # p_gen logit (...)
-        return copy_mixture(log_vocab, z, a, enc["src_ext"], enc["n_oov"], enc.get("src_same"),
+        log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # P_vocab, eq. 4
+        z = self._gen_logit(extra)                                                          # p_gen, eq. 8
+        return copy_mixture(log_vocab, z, a, enc["src_ext"], enc["n_oov"], enc.get("src_same"),   # eq. 9
                             enc.get("src_first")), torch.sigmoid(z)

@@ -5,6 +5,7 @@
     claim = "tmax > learned"                 # RUN [METRIC] (> | <) [C *] RUN [METRIC]
     metric = "rouge1"                        # default metric of both sides (default rouge1)
     source = "seed 003, Table 34"            # where the claim was made
+    test_informed = true                     # optional: a choice behind it was made with test scores
 
     [[findings]]
     claim = "pg unk_ratio < 0.1 * bilstm unk_ratio"
@@ -12,9 +13,11 @@
 
 RUN is a run name of the file (without the ``-seedN`` suffix that ``seeds`` adds), ``RUN/DECODE`` for
 a decoding variant, or ``RUN@init`` for the run that RUN started from (its ``train.init_from``, e.g.
-"rl > rl@init": SCST raises ROUGE-1 over its starting checkpoint). Per-example metrics (ROUGE, BERTScore F1, repetition, UNK ratio, length) are
-compared with a paired test over the same test examples (seeds pooled as example x seed); per-run
-quantities (``best_val_loss``) with Welch's t-test over seeds. See ``seq2seq_zoo.stats``.
+"rl > rl@init": SCST raises ROUGE-1 over its starting checkpoint). Every claim is judged with the
+training seed as the unit (Welch's t over per-seed means; a one-sample t against a deterministic
+baseline; a paired t for ``RUN@init``), per-example metrics (ROUGE, BERTScore F1, repetition, UNK ratio,
+length) over the same test examples, per-run quantities (``best_val_loss``) from one value per seed. See
+``seq2seq_zoo.stats`` and docs/statistics.md.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ PER_EXAMPLE_METRICS = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum", "rou
                        "rougeL_max", "rougeLsum_max", "bertscore_f1", "repetition", "unk_ratio", "pred_len")
 PER_RUN_METRICS = ("best_val_loss",)
 METRICS = PER_EXAMPLE_METRICS + PER_RUN_METRICS
-FINDING_KEYS = ("claim", "metric", "source", "note")
+FINDING_KEYS = ("claim", "metric", "source", "note", "test_informed")
 
 _NAME = r"[\w.-]+(?:/[\w.-]+|@init)?"
 _NUM = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
@@ -43,6 +46,7 @@ class Finding:
     scale: float = 1.0
     source: str = ""
     note: str = ""
+    test_informed: bool = False   # a choice behind the claim (recipe, size, target) was made with test scores
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,6 +90,8 @@ def parse_findings(entries, run_names: list[str], decode_names: list[str], fail)
         for k in ("source", "note", "metric"):
             if k in e and not isinstance(e[k], str):
                 raise fail(f"findings[{i}].{k}", f"expected a string, got {e[k]!r}")
+        if "test_informed" in e and not isinstance(e["test_informed"], bool):
+            raise fail(f"findings[{i}].test_informed", f"expected true or false, got {e['test_informed']!r}")
         if "claim" not in e:
             raise fail(f"findings[{i}]", "every [[findings]] entry needs a claim, e.g. claim = \"a > b\"")
         try:
@@ -100,5 +106,6 @@ def parse_findings(entries, run_names: list[str], decode_names: list[str], fail)
             if dec and dec not in decode_names + ["default"]:
                 raise fail(f"findings[{i}].claim", f"no [[decode]] entry named '{dec}'."
                            f"{did_you_mean(dec, decode_names)}")
-        out.append(Finding(e["claim"], a, b, op, metric, scale, e.get("source", ""), e.get("note", "")))
+        out.append(Finding(e["claim"], a, b, op, metric, scale, e.get("source", ""), e.get("note", ""),
+                           e.get("test_informed", False)))
     return out

@@ -169,7 +169,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     if not model.trainable:  # an extractive baseline: nothing to train; it may choose options on validation
         tuned = model.tune(data["validation"])
         baseline = {"describe": model.describe() or spec.model, "upper_bound": bool(model.upper_bound),
-                    "tuned": tuned}
+                    "tuned": tuned, "deterministic": bool(getattr(model, "deterministic", False))}
         st, dtype = _NoTraining(), None
         log(f"[{spec.name}] {baseline['describe']}: nothing to train")
     else:

@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from seq2seq_zoo import stats
 from seq2seq_zoo.cli import main
@@ -66,8 +67,8 @@ def test_pair_by_seed():
     b = {1: {"x": 0.0, "y": 0.0}, 2: {"x": 1.0, "y": 1.0}}
     assert stats.pair_by_seed(a, b) == ([1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 1.0, 1.0])
     lead = {1: {"x": 10.0, "y": 20.0, "z": 5.0}}          # one deterministic baseline run
-    xs, ys = stats.pair_by_seed(a, lead)                     # every seed of a against the baseline
-    assert xs == [1.0, 2.0, 3.0, 4.0] and ys == [10.0, 20.0, 10.0, 20.0]
+    xs, ys = stats.pair_by_seed(a, lead)   # unequal seeds: one pair per example, never a seed against a mean
+    assert xs == [2.0, 3.0] and ys == [10.0, 20.0]
     ys2, xs2 = stats.pair_by_seed(lead, a)
     assert (xs2, ys2) == (xs, ys)
 
@@ -154,8 +155,12 @@ def test_seed_rows_aggregate_and_findings(tmp_path, dialogsum_dir):
     assert lo <= float(mean) <= hi
     assert "| 1, 2, 3 |" in line  # the seeds column
     judged = {j["claim"]: j for j in json.loads((exp / "findings.json").read_text())}
-    assert judged["sys > lead"]["verdict"] == "holds" and judged["sys > lead"]["n"] == 9  # 3 examples x 3 seeds
-    assert judged["sys > lead"]["diff"] == pytest.approx(7.0)
+    # the seed is the unit: a one-sample t of sys's 3 seed means against the deterministic LEAD row
+    j = judged["sys > lead"]
+    assert j["verdict"] == "holds" and (j["n_a"], j["n_b"]) == (3, 1) and j["deterministic"] == ["lead"]
+    assert j["diff"] == pytest.approx(7.0)
+    assert j["p"] == pytest.approx(sps.ttest_1samp([6.0, 7.0, 8.0], 0.0).pvalue)
+    assert j["perm_min_p"] == pytest.approx(0.25) and j["pooled"]["n"] == 3   # pooled: one pair per example
     assert judged["sys2 > lead"]["verdict"] == "not shown" and judged["sys2 > lead"]["p"] == 1.0
     assert "below LEAD" in next(x for x in md.splitlines() if x.startswith("| sys2 |"))
     assert any("undertrained" in x for x in judged["sys2 > lead"]["flags"])
@@ -205,7 +210,7 @@ def test_findings_index_names_the_results_folder(tmp_path, dialogsum_dir):
     text = write_findings_index(exp.parent).read_text()
     rows = [x for x in text.splitlines() if x.startswith("| lead > lead")]
     assert len(rows) == 2
-    assert {r.split("|")[-4].strip() for r in rows} == {"sig", "round1/sig"}
+    assert {r.split("|")[-3].strip() for r in rows} == {"sig", "round1/sig"}   # the experiment column
 
 
 def test_convergence_label():
@@ -219,3 +224,138 @@ def test_convergence_label():
     assert convergence(rec([4.0, 3.5, 3.6, 3.7], early=True)) == "early-stopped"
     assert convergence(rec([4.0], metric="rouge1", best=10, steps=10)) == "not converged"
     assert convergence(rec([4.0], metric="rouge1", best=4, steps=10)) == "cap reached"
+
+
+# ------------------------------------------------------------------------------ method-level tests
+def test_method_test_matches_scipy():
+    rng = np.random.default_rng(3)
+    A = rng.normal(36, 9, (3, 200)) + rng.normal(0, 0.8, (3, 1))
+    B = rng.normal(35, 9, (4, 200))
+    c = stats.method_test(A, B)
+    ref = sps.ttest_ind(A.mean(1), B.mean(1), equal_var=False)
+    assert c.p == pytest.approx(ref.pvalue) and c.diff == pytest.approx(A.mean() - B.mean())
+    assert c.t_ci == pytest.approx(tuple(ref.confidence_interval(0.95)))
+    assert (c.n_a, c.n_b) == (3, 4) and c.perm_min_p == pytest.approx(2 / 35)
+    perm = sps.permutation_test((A.mean(1), B.mean(1)), lambda x, y, axis: x.mean(axis) - y.mean(axis),
+                                permutation_type="independent", n_resamples=np.inf, vectorized=True)
+    assert c.perm_p == pytest.approx(perm.pvalue)
+    assert c.ci_low < c.diff < c.ci_high
+    # against a deterministic row: one-sample t of A's seed means
+    L = rng.normal(30, 9, (1, 200))
+    d = stats.method_test(A, L, fixed_b=True)
+    assert d.p == pytest.approx(sps.ttest_1samp(A.mean(1) - L.mean(), 0.0).pvalue) and d.n_b == 1
+    assert d.perm_min_p == pytest.approx(0.25)
+    mirrored = stats.method_test(L, A, fixed_a=True)
+    assert mirrored.p == pytest.approx(d.p) and mirrored.diff == pytest.approx(-d.diff)
+    # matched seeds: paired t
+    P = A + rng.normal(0.5, 0.2, (3, 1))
+    e = stats.method_test(P, A, paired=True)
+    assert e.p == pytest.approx(sps.ttest_rel(P.mean(1), A.mean(1)).pvalue)
+    # per-run values (validation loss): one value per seed
+    f = stats.method_test([3.3, 3.31, 3.29], [3.4, 3.42, 3.41])
+    assert f.p == pytest.approx(sps.ttest_ind([3.3, 3.31, 3.29], [3.4, 3.42, 3.41], equal_var=False).pvalue)
+    assert f.verdict("<") == "holds" and f.verdict(">") == "reversed"
+    # one seed a side: no seed-level test
+    g = stats.method_test(A[:1], B[:1])
+    assert g.verdict(">") == "too few seeds" and np.isnan(g.p)
+
+
+def test_exact_permutation_and_its_floor():
+    assert stats.exact_permutation_p([1.0, 2.0, 3.5], [0.1, 0.4, 0.2, 0.3]) == pytest.approx(2 / 35)
+    x, y = [1.0, 2.0, 3.5], [0.1, 0.4, 0.2]
+    ref = sps.permutation_test((x, y), lambda a, b, axis: np.mean(a, axis) - np.mean(b, axis),
+                               permutation_type="independent", n_resamples=np.inf, vectorized=True).pvalue
+    assert stats.exact_permutation_p(x, y) == pytest.approx(ref) == pytest.approx(0.1)
+    d = [0.5, 1.0, -0.2, 0.7]
+    ref = sps.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue
+    assert stats.exact_permutation_p(d) == pytest.approx(ref)
+    assert stats.min_permutation_p(3, 3) == pytest.approx(0.1)        # 3 v 3 can never reach 0.05
+    assert stats.min_permutation_p(5, 5) == pytest.approx(2 / 252)
+    assert stats.min_permutation_p(3) == pytest.approx(0.25)          # 3 seeds against a fixed row
+
+
+def test_group_ci_includes_seed_variance():
+    rng = np.random.default_rng(5)
+    ex = rng.normal(35, 8, 400)
+    seeds = ex + np.array([[-1.5], [0.0], [1.5]])            # three seeds, 1.5 points apart
+    lo, hi = stats.group_ci(seeds)
+    lo1, hi1 = stats.ci(seeds.mean(0), n_resamples=2000)   # examples only (the old rule)
+    assert lo < seeds.mean() < hi and (hi - lo) > 1.5 * (hi1 - lo1)
+    assert stats.group_ci(seeds[:1]) == pytest.approx(stats.group_ci(seeds[:1]))   # fixed seed
+    assert stats.group_ci([[2.0, 2.0]]) == (2.0, 2.0)
+
+
+def test_seeds_for_power_known_answers():
+    # statsmodels TTestIndPower().solve_power(d, alpha=0.05, power=0.8): 63.77 (d 0.5), 16.71 (d 1);
+    # TTestPower (one sample): 33.37 (d 0.5), 9.94 (d 1)
+    assert stats.seeds_for_power(0.5) == 64 and stats.seeds_for_power(1.0) == 17
+    assert stats.seeds_for_power(0.5, one_sample=True) == 34 and stats.seeds_for_power(1.0, one_sample=True) == 10
+    assert stats.seeds_for_power(0.0) is None
+    assert stats.power(17, 1.0) >= 0.8 > stats.power(16, 1.0)
+
+
+def test_verdict_categories_on_synthetic_records(tmp_path, dialogsum_dir):
+    """too few seeds (1 v 1 trained), not judged: degenerate (one summary for every input), reversed."""
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
+    _fake_seeds(exp, "hi", lambda s: 5.0 + 0.3 * s)
+    _fake_seeds(exp, "lo", lambda s: 1.0 + 0.2 * s)
+    _fake_seeds(exp, "deg", lambda s: 9.0 + s)
+    for name in ("one", "two"):                            # single-seed trained runs
+        d = exp / f"{name}-seed1"
+        shutil.copytree(exp / "hi-seed1", d)
+        rec = json.loads((d / "record.json").read_text())
+        rec["run"] = f"{name}-seed1"
+        (d / "record.json").write_text(json.dumps(rec))
+    preds = (exp / "deg-seed2" / "predictions.jsonl").read_text().splitlines()
+    same = [json.dumps({**json.loads(x), "prediction": "#Person1# talks."}) for x in preds]
+    (exp / "deg-seed2" / "predictions.jsonl").write_text("\n".join(same) + "\n")
+    _declare(exp, [Finding(c, c.split()[0], c.split()[2], c.split()[1], "rouge1", source="made up")
+                   for c in ("hi > lo", "lo > hi", "one > two", "deg > lead")]
+             + [Finding("hi > lead", "hi", "lead", ">", "rouge1", test_informed=True)])
+    build_report(exp)
+    judged = {j["claim"]: j for j in json.loads((exp / "findings.json").read_text())}
+    assert judged["hi > lo"]["verdict"] == "holds" and judged["lo > hi"]["verdict"] == "reversed"
+    assert judged["one > two"]["verdict"] == "too few seeds" and judged["one > two"]["perm_min_p"] == 1.0
+    assert judged["deg > lead"]["verdict"] == "not judged: degenerate"
+    assert "deg seed 2: one summary for 3 of 3 inputs" in judged["deg > lead"]["detail"]
+    assert judged["hi > lead"]["test_informed"] is True
+    from seq2seq_zoo.report.significance import write_findings_index
+    text = write_findings_index(exp.parent).read_text()
+    assert "4 judged: 2 hold, 0 not shown, 1 reversed, 1 too few seeds; not judged: 1 degenerate" in text
+    assert "1 test-informed" in text
+
+
+def test_findings_index_keeps_first_round_out_of_the_tally(tmp_path, dialogsum_dir):
+    from seq2seq_zoo.report.significance import write_findings_index
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
+    _fake_seeds(exp, "sys", lambda s: 5.0 + s)
+    _declare(exp, [Finding("sys > lead", "sys", "lead", ">", "rouge1", source="made up")])
+    build_report(exp)
+    shutil.copytree(exp, exp.parent / "round1" / "sig")
+    text = write_findings_index(exp.parent).read_text()
+    head, archive = text.split("## Archive: first-round results (not counted)")
+    assert "Current results: 1 finding(s), 1 judged: 1 hold" in head
+    assert "round1/sig" in archive and "round1/sig" not in head
+
+
+def test_zoo_power_plans_seeds(tmp_path, capsys):
+    """`zoo power`: per current finding the seeds for 80% power, from findings.json; round1/ is left out."""
+    for exp in ("e", "round1/e"):
+        (tmp_path / exp).mkdir(parents=True)
+        (tmp_path / exp / "findings.json").write_text(json.dumps([
+            {"claim": "a > b", "metric": "rouge1", "verdict": "not shown", "n_a": 3, "n_b": 3,
+             "power": {"effect": 0.5, "seed_sd": 0.5, "one_sample": False}},
+            {"claim": "a > lead", "metric": "rouge1", "verdict": "holds", "n_a": 3, "n_b": 1,
+             "power": {"effect": 1.0, "seed_sd": 1.0, "one_sample": True}},
+            {"claim": "c > d", "metric": "rouge1", "verdict": "too few seeds", "n_a": 1, "n_b": 1,
+             "power": {"effect": 0.3, "seed_sd": float("nan"), "one_sample": False}}]))
+    assert main(["power", "--results", str(tmp_path)]) == 0
+    plan = json.loads((tmp_path / "seed_plan.json").read_text())
+    got = {(r["experiment"], r["claim"]): r for r in plan["findings"]}
+    assert set(got) == {("e", "a > b"), ("e", "a > lead"), ("e", "c > d")}
+    assert got[("e", "a > b")]["seeds_for_power"] == 17          # d = 1, two arms (statsmodels: 16.71)
+    assert got[("e", "a > lead")]["seeds_for_power"] == 10       # d = 1 against a fixed row (9.94)
+    assert got[("e", "c > d")]["seeds_for_power"] is None        # one seed: no sd to plan with
+    assert got[("e", "a > b")]["power_now"] == pytest.approx(stats.power(3, 1.0))
+    assert "a > lead" in capsys.readouterr().out
+    assert main(["power", "--results", str(tmp_path), "--power", "1.5"]) == 2

@@ -127,6 +127,10 @@ class Seq2Seq(nn.Module):
     #: hook: True for a model that reads the references (an oracle); every table labels it an upper bound.
     upper_bound: bool = False
 
+    #: hook: True for a model whose summaries do not depend on the training seed (an extractive baseline):
+    #: a comparison against it has no seed variance on its side (see ``seq2seq_zoo.stats.method_test``).
+    deterministic: bool = False
+
     def describe(self) -> str | None:
         """Hook: one line saying what a model without training does (tables and logs); default None,
         the registered name is used."""

@@ -63,6 +63,7 @@ class ExtractiveBaseline(Seq2Seq):
 
     trainable = False      # the interface's flag: the runner skips training and checkpoints
     upper_bound = False    # True: reads the reference (an oracle), labelled so in every table
+    deterministic = True   # the same summaries whatever the seed
 
     def __init__(self, unit: str = "auto", k: int = 3):
         super().__init__()
@@ -114,7 +115,9 @@ class Lead(ExtractiveBaseline):
     def describe(self) -> str:
         text = f"lead: the first {self.k} {_unit_name(self.unit, self.k)}"
         if self.choose_k:
-            text += f" (k chosen from {', '.join(map(str, self.choose_k))} by ROUGE-1 F1 on the validation split)"
+            ks = self.choose_k
+            grid = f"{ks[0]}-{ks[-1]}" if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1)) else ", ".join(map(str, ks))
+            text += f" (k chosen from {grid} by ROUGE-1 F1 on the validation split)"
         return text
 
     def tune(self, examples: Sequence[Any]) -> dict[str, Any]:

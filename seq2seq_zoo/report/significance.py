@@ -2,11 +2,15 @@
 
 - rows of one run trained with several seeds are one group: the markdown table shows mean ± sd over
   seeds and their number, the CSV keeps one row per seed;
-- every ROUGE figure gets a 95% bootstrap CI over test examples (per example, the mean over seeds);
+- every ROUGE figure gets a 95% CI from a two-level bootstrap (seeds, then test examples), so the
+  seed-to-seed variance is in the interval;
 - the experiment's LEAD row (the first ``lead`` run) is the floor: trained runs whose ROUGE-1 does not
   beat it are marked;
 - ``[[findings]]`` declared in the experiment file (stored by ``zoo run`` in ``experiment.json``) are
-  judged from the per-example scores (``<run>/scores.jsonl``).
+  judged with the training seed as the unit (``stats.method_test``) from the per-example scores
+  (``<run>/scores.jsonl``); the pooled example x seed test is kept as a second column. A run whose
+  outputs are degenerate (one summary for a third of the inputs, or half its summaries mostly ``<unk>``)
+  is not judged. See docs/statistics.md.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from collections import Counter
+
 from seq2seq_zoo import stats
 from seq2seq_zoo.findings import PER_RUN_METRICS, Finding
 from seq2seq_zoo.results import read_scores, write_scores
@@ -28,6 +34,7 @@ FINDINGS_FILE = "findings.json"
 CI_METRICS = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum", "rouge1_max", "rouge2_max", "rougeL_max")
 RESCORED = ("rouge", "repetition", "length", "unk_ratio")
 TABLE_RESAMPLES = 2000   # the tables' CIs; the findings' tests use stats.N_RESAMPLES
+POOLED_RESAMPLES = 2999  # the findings' second column (pooled example x seed permutation test)
 
 
 # --------------------------------------------------------------------------------- per-example scores
@@ -159,12 +166,14 @@ def below_lead(groups: list[Group]) -> tuple[dict[str, Group], list[Group]]:
 
 # -------------------------------------------------------------------------------------- the table
 def ci_of(g: Group, metric: str) -> tuple[float, float] | None:
-    """95% bootstrap CI of a group's mean ``metric`` over test examples (per example, the mean over seeds)."""
+    """95% CI of a group's mean ``metric``: a two-level bootstrap (seeds with replacement, then test
+    examples), so it includes the variance between seeds. One seed or a deterministic run: examples only."""
     if ("ci", metric) not in g.cache:
         per = g.per_example(metric)
-        ids = set.intersection(*(set(v) for v in per.values())) if per else set()
-        x = [float(np.mean([per[s][i] for s in per])) for i in sorted(ids)]
-        g.cache[("ci", metric)] = stats.ci(x, n_resamples=TABLE_RESAMPLES) if x else None
+        ids = sorted(set.intersection(*(set(v) for v in per.values()))) if per else []
+        seeds = sorted(per)[:1] if is_deterministic(g.rows[0]) else sorted(per)
+        x = [[per[s][i] for i in ids] for s in seeds]
+        g.cache[("ci", metric)] = stats.group_ci(x, n_resamples=TABLE_RESAMPLES) if ids else None
     return g.cache[("ci", metric)]
 
 
@@ -232,8 +241,14 @@ def lead_sentence(groups: list[Group]) -> str:
     missing = [d for d in datasets if d not in leads]
     parts = []
     for d, lead in leads.items():
-        what = (lead.rows[0].get("baseline") or {}).get("describe", "lead")
-        parts.append(f"LEAD row{f' ({d})' if len(datasets) > 1 else ''}: {what}, ROUGE-1 {lead.mean('rouge1'):.2f}.")
+        b = lead.rows[0].get("baseline") or {}
+        what = b.get("describe", "lead")
+        tuned = b.get("tuned") or {}
+        val = (tuned.get("validation_rouge1") or {}).get(str(tuned.get("k")))
+        chosen = f" (validation ROUGE-1 {val:.2f} at k = {tuned['k']})" if val is not None else \
+            " (k fixed, not tuned on validation)" if tuned.get("k") and not tuned.get("chosen_by") else ""
+        parts.append(f"LEAD row{f' ({d})' if len(datasets) > 1 else ''}: {what}{chosen}, test ROUGE-1 "
+                     f"{lead.mean('rouge1'):.2f}.")
     if missing:
         parts.append(f"No LEAD row for {', '.join(missing)} (add a `lead` run to see whether the models learned more "
                      "than copying the start of the input).")
@@ -250,8 +265,9 @@ def lead_sentence(groups: list[Group]) -> str:
 def ci_note(groups: list[Group]) -> str:
     multi = any(len(g.rows) > 1 for g in groups)
     return ("- **Uncertainty**: ROUGE cells are mean" + (" ± standard deviation over seeds" if multi else "")
-            + f" [95% bootstrap CI over test examples: scipy.stats.bootstrap, percentile method, "
-            f"{TABLE_RESAMPLES} resamples, fixed seed" + ("; per example the mean over seeds" if multi else "")
+            + f" [95% CI, two-level bootstrap: seeds with replacement, then test examples; percentile method, "
+            f"{TABLE_RESAMPLES} resamples, fixed seed" + ("; a run with one seed has no seed variance in its "
+                                                          "interval" if multi else "; one seed: examples only")
             + "]. `table.csv` keeps one row per seed.")
 
 
@@ -306,6 +322,67 @@ def init_group(g: Group) -> Group | None:
     return Group(f"{g.name}@init", None, starts) if starts else None
 
 
+# ------------------------------------------------------------------------- degenerate runs, deterministic runs
+DEGENERATE_SAME = 1 / 3     # one summary written for at least this share of the inputs
+DEGENERATE_UNK = 0.5        # at least this share of the predictions mostly (> half their words) <unk>
+_WORD = re.compile(r"<unk>|\w+")
+
+
+def is_deterministic(row: dict) -> bool:
+    """A run whose summaries do not depend on the seed, as its model declares (``deterministic``; the
+    record's ``baseline.deterministic``, else the registered model class's attribute)."""
+    b = row.get("baseline") or {}
+    if "deterministic" in b:
+        return bool(b["deterministic"])
+    if not b:
+        return False
+    from seq2seq_zoo.registry import MODELS
+    try:
+        return bool(getattr(MODELS.get(row["model"]), "deterministic", False))
+    except Exception:   # a model no longer registered: treat it as seeded
+        return False
+
+
+def degenerate_reason(row: dict) -> str | None:
+    """Why a run's test outputs cannot stand for its method, or None: one summary written for a third or
+    more of the inputs, or half or more of its summaries mostly ``<unk>``."""
+    if "_degenerate" not in row:
+        from seq2seq_zoo.results import read_predictions
+        from seq2seq_zoo.utils import DamagedFile
+        reason = None
+        try:
+            preds = [p["prediction"] for p in read_predictions(row_dir(row))]
+        except (DamagedFile, OSError):
+            preds = []
+        if preds:
+            n = len(preds)
+            top, count = Counter(x.strip() for x in preds).most_common(1)[0]
+            parts = []
+            if count >= max(2, DEGENERATE_SAME * n):
+                parts.append(f"one summary for {count} of {n} inputs (\"{top[:40]}\")")
+            unk = 0
+            for x in preds:
+                w = _WORD.findall(x)
+                unk += bool(w) and sum(t == "<unk>" for t in w) > 0.5 * len(w)
+            if unk >= DEGENERATE_UNK * n:
+                parts.append(f"{unk} of {n} predictions mostly <unk>")
+            reason = "; ".join(parts) or None
+        row["_degenerate"] = reason
+    return row["_degenerate"]
+
+
+def _matrix(per: dict[int, dict[str, float]], seeds: list[int], ids: list[str]) -> np.ndarray:
+    return np.array([[per[s][i] for i in ids] for s in seeds], dtype=float)
+
+
+def _pooled(pa, pb, scale) -> dict:
+    xa, xb = stats.pair_by_seed(pa, pb)
+    if not xa:
+        return {}
+    c = stats.paired_test(xa, xb, scale, n_resamples=POOLED_RESAMPLES)
+    return {"p": c.p, "n": c.n, "diff": c.diff, "ci": [c.ci_low, c.ci_high], "test": stats.POOLED_LABEL}
+
+
 def judge(f: Finding, groups: list[Group]) -> dict:
     by_label = {g.label: g for g in groups}
     for side in (f.a, f.b):
@@ -318,16 +395,34 @@ def judge(f: Finding, groups: list[Group]) -> dict:
         if side not in by_label:
             return {**f.to_dict(), "verdict": "not run", "detail": f"no results for '{side}' yet"}
     ga, gb = by_label[f.a], by_label[f.b]
+    fixed_a, fixed_b = is_deterministic(ga.rows[0]), is_deterministic(gb.rows[0])
+    # RUN > RUN@init: seed s of RUN started from seed s of its parent, a matched pair
+    paired = f.b == f"{f.a}@init" or f.a == f"{f.b}@init"
+    pooled: dict = {}
     if f.metric in PER_RUN_METRICS:
-        c = stats.seed_test(ga.per_run(f.metric), gb.per_run(f.metric), f.scale)
+        A, B = np.array(ga.per_run(f.metric)), np.array(gb.per_run(f.metric))
+        seeds_a, seeds_b = ga.seeds, gb.seeds
     else:
         pa, pb = ga.per_example(f.metric), gb.per_example(f.metric)
         if not pa or not pb:
             return {**f.to_dict(), "verdict": "not run", "detail": f"no per-example {f.metric} for "
                     f"{f.a if not pa else f.b}"}
-        xa, xb = stats.pair_by_seed(pa, pb)
-        c = stats.paired_test(xa, xb, f.scale)
+        seeds_a = sorted(pa)[:1] if fixed_a else sorted(pa)
+        seeds_b = sorted(pb)[:1] if fixed_b else sorted(pb)
+        if paired:
+            seeds_a = seeds_b = sorted(set(seeds_a) & set(seeds_b))
+        ids = sorted(set.intersection(*(set(pa[s]) for s in seeds_a), *(set(pb[s]) for s in seeds_b)))
+        A, B = _matrix(pa, seeds_a, ids), _matrix(pb, seeds_b, ids)
+        pooled = _pooled({s: pa[s] for s in seeds_a}, {s: pb[s] for s in seeds_b}, f.scale)
+    c = stats.method_test(A, B, f.scale, fixed_a=fixed_a, fixed_b=fixed_b, paired=paired)
     verdict = c.verdict(f.op)
+    detail = ""
+    bad = [f"{g.label} seed {r['seed']}: {why}" for g in (ga, gb) for r in g.rows
+           if (why := degenerate_reason(r))]
+    if bad:
+        verdict, detail = "not judged: degenerate", "; ".join(bad)
+    elif verdict == "too few seeds":
+        detail = (f"{c.n_a} v {c.n_b} seed(s): a seed-level test needs at least 2 seeds on each trained side")
     leads, below = below_lead(groups)
     flags = []
     if any(dataset_of(g) not in leads for g in (ga, gb)):
@@ -337,11 +432,20 @@ def judge(f: Finding, groups: list[Group]) -> dict:
                  and (g.mean("rouge1") or 0.0) <= (leads[dataset_of(g)].mean("rouge1") or 0.0))]
     if under:
         flags.append(f"undertrained ({', '.join(under)} below LEAD)")
-    if f.metric in PER_RUN_METRICS and min(len(ga.rows), len(gb.rows)) < 2:
-        flags.append("one seed: no test")
-    return {**f.to_dict(), "verdict": verdict, "flags": flags, "mean_a": c.mean_a, "mean_b": c.mean_b,
-            "diff": c.diff, "ci": [c.ci_low, c.ci_high], "p": c.p, "n": c.n, "test": c.test,
-            "seeds": {f.a: ga.seeds, f.b: gb.seeds}}
+    # power: the seeds per arm that would detect the observed difference with 80% power, from the seed sd
+    sds = [c.sd_pairs] if paired else [x for x in (c.sd_a, c.sd_b) if np.isfinite(x)]
+    sd = float(np.sqrt(np.mean(np.square(sds)))) if sds and np.all(np.isfinite(sds)) else float("nan")
+    sds = sds if np.isfinite(sd) else []
+    one_sample = fixed_a or fixed_b or paired
+    need = stats.seeds_for_power(c.diff / sd, one_sample=one_sample) if sds and sd > 0 else None
+    return {**f.to_dict(), "verdict": verdict, "detail": detail, "flags": flags,
+            "mean_a": c.mean_a, "mean_b": c.mean_b, "diff": c.diff, "ci": [c.ci_low, c.ci_high],
+            "t_ci": list(c.t_ci), "p": c.p, "test": c.test, "n_a": c.n_a, "n_b": c.n_b,
+            "perm_p": c.perm_p, "perm_min_p": c.perm_min_p, "sd_a": c.sd_a, "sd_b": c.sd_b,
+            "deterministic": [x for x, fx in ((f.a, fixed_a), (f.b, fixed_b)) if fx],
+            "pooled": pooled, "n": pooled.get("n", c.n_a + c.n_b),
+            "power": {"effect": c.diff, "seed_sd": sd, "one_sample": one_sample, "seeds_for_80": need},
+            "seeds": {f.a: seeds_a, f.b: seeds_b}}
 
 
 def judge_all(exp_dir: Path, groups: list[Group], meta_rows: list[dict]) -> list[dict]:
@@ -367,6 +471,17 @@ def _p(p) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
+VERDICTS = ("holds", "not shown", "reversed", "too few seeds")      # judged
+NOT_JUDGED = ("not judged: degenerate", "not run")
+
+
+def _seeds(j: dict) -> str:
+    if "n_a" not in j:
+        return "; ".join(f"{k}: {len(v)}" for k, v in j.get("seeds", {}).items())
+    det = set(j.get("deterministic", []))
+    return " v ".join("fixed" if side in det else str(n) for side, n in ((j["a"], j["n_a"]), (j["b"], j["n_b"])))
+
+
 def findings_rows(judged: list[dict]) -> pd.DataFrame:
     rows = []
     for j in judged:
@@ -375,30 +490,63 @@ def findings_rows(judged: list[dict]) -> pd.DataFrame:
             f"{_fmt(j['mean_a'], d)} vs {_fmt(j['mean_b'], d)}" + (f" (= {j['scale']:g} x B)" if j["scale"] != 1 else "")
             + f"; diff {_fmt(j['diff'], d)}")
         claim = j["claim"] if j["metric"] in j["claim"] else f"{j['claim']} ({j['metric']})"
+        pooled = j.get("pooled") or {}
+        perm = "" if "perm_min_p" not in j else (
+            f"{_p(j['perm_p'])} (min {j['perm_min_p']:.3g})" if _p(j.get("perm_p")) else f"(min {j['perm_min_p']:.3g})")
+        verdict = j["verdict"] + (f" ({j['detail']})" if j.get("detail") and j["verdict"].startswith("not judged")
+                                  else "") + "".join(f"; {x}" for x in j.get("flags", []))
         rows.append({"claim": claim, "source": j.get("source", ""), "measured (A vs B)": meas,
-                     "95% CI of diff": f"[{_fmt(j['ci'][0], d)}, {_fmt(j['ci'][1], d)}]"
+                     "seeds (A v B)": _seeds(j),
+                     "p (seed-level t)": _p(j.get("p")),
+                     "95% CI of diff (two-level bootstrap)": f"[{_fmt(j['ci'][0], d)}, {_fmt(j['ci'][1], d)}]"
                      if "ci" in j and _fmt(j["ci"][0], d) else "",
-                     "p": _p(j.get("p")),
-                     "verdict": j["verdict"] + "".join(f"; {x}" for x in j.get("flags", [])),
-                     "experiment": j.get("experiment", ""), "profile": j.get("profile", ""),
-                     "seeds": "; ".join(f"{k}: {len(v)}" for k, v in j.get("seeds", {}).items())})
-    return pd.DataFrame(rows)
+                     "permutation p over seeds (smallest possible)": perm,
+                     "pooled p (these trained runs on this test set)": _p(pooled.get("p")),
+                     "verdict": verdict, "test-informed": "yes" if j.get("test_informed") else "",
+                     "experiment": j.get("experiment", ""), "profile": j.get("profile", "")})
+    df = pd.DataFrame(rows)
+    if not df.empty and not (df["test-informed"] == "yes").any():
+        df = df.drop(columns="test-informed")
+    return df
+
+
+_RULES = ("Verdicts at p < 0.05, with the training seed as the unit: **holds** (significant in the claimed direction), "
+          "**not shown** (not significant), **reversed** (significant the other way), **too few seeds** (a trained "
+          "side has fewer than 2 seeds, so no seed-level test exists), **not judged: degenerate** (a run writes one "
+          "summary for a third or more of its inputs, or half or more of its summaries are mostly `<unk>`; the "
+          "reason is given), **not run** (a run it needs has no results yet). The test: Welch's t over the "
+          "per-seed means; against a deterministic baseline (LEAD) a one-sample t with the trained side's seed "
+          "spread; `RUN@init` claims a paired t over matched seeds. Also shown: the exact permutation p over seed "
+          "labels with the smallest p it can reach with these seeds (0.1 at 3 v 3), a 95% two-level bootstrap CI "
+          "of the difference (seeds, then examples paired across the two arms), and the pooled example x seed "
+          "permutation test, which answers a narrower question: do these particular trained runs differ on this "
+          "test set. *undertrained*: a run in the claim does not beat its dataset's (validation-tuned) LEAD row. "
+          "*test-informed*: a choice behind the claim was made with test scores (see the experiment file). "
+          "Method: docs/statistics.md.")
 
 
 def findings_markdown(judged: list[dict]) -> list[str]:
     from seq2seq_zoo.report.tables import to_markdown
     if not judged:
         return []
-    return ["## Declared findings", "",
-            "Claims declared in the experiment file (`[[findings]]`), judged at p < 0.05: **holds** (significant "
-            "in the claimed direction), **not shown** (not significant), **reversed** (significant the other way). "
-            "Per-example metrics: paired permutation test over the same test examples, seeds pooled as example x "
-            "seed; validation loss: Welch's t-test over seeds. A claim about a trained run below the LEAD row is "
-            "flagged undertrained.", "", to_markdown(findings_rows(judged)), ""]
+    return ["## Declared findings", "", "Claims declared in the experiment file (`[[findings]]`). " + _RULES, "",
+            to_markdown(findings_rows(judged).drop(columns=["experiment", "profile"], errors="ignore")), ""]
+
+
+ARCHIVE = ("round1/",)   # folders of first-round runs, made before the suite's correctness fixes
+
+
+def _tally(judged: list[dict]) -> str:
+    c = Counter(j["verdict"] for j in judged)
+    judged_n = sum(c[v] for v in VERDICTS)
+    return (f"{judged_n} judged: {c['holds']} hold, {c['not shown']} not shown, {c['reversed']} reversed, "
+            f"{c['too few seeds']} too few seeds; not judged: {c['not judged: degenerate']} degenerate, "
+            f"{c['not run']} not run")
 
 
 def write_findings_index(root: Path, warn=None) -> Path | None:
-    """``results/FINDINGS.md``: every judged finding of every experiment folder under ``root``. A damaged
+    """``results/FINDINGS.md``: every judged finding of every experiment folder under ``root``; the
+    archived folders (``round1/``) in an archive section that the summary line does not count. A damaged
     findings.json is left out and ``warn(message)`` names it (default: a line on stderr)."""
     from seq2seq_zoo.results import read_checked
     from seq2seq_zoo.utils import DamagedFile
@@ -421,22 +569,22 @@ def write_findings_index(root: Path, warn=None) -> Path | None:
     if not files:
         return None
     from seq2seq_zoo.report.tables import to_markdown
-    counts = {v: sum(1 for j in judged if j["verdict"] == v) for v in ("holds", "not shown", "reversed", "not run")}
-    under = sum(1 for j in judged if any(x.startswith("undertrained") for x in j.get("flags", [])))
-    old = sum(1 for j in judged if j["experiment"].startswith("round1/"))
+    current = [j for j in judged if not j["experiment"].startswith(ARCHIVE)]
+    archive = [j for j in judged if j["experiment"].startswith(ARCHIVE)]
+    under = sum(1 for j in current if j["verdict"] in VERDICTS
+                and any(x.startswith("undertrained") for x in j.get("flags", [])))
+    informed = sum(1 for j in current if j["verdict"] in VERDICTS and j.get("test_informed"))
     text = "\n".join([
         "# Findings", "",
         "Generated by `zoo report` from the committed results: every published claim declared in an experiment file "
-        "(`[[findings]]`), measured on this suite's runs. Verdicts at p < 0.05: **holds** (significant in the "
-        "claimed direction), **not shown** (not significant), **reversed** (significant the other way), **not run** "
-        "(a run it needs has no results yet). Per-example metrics use a paired permutation test over the same test "
-        "examples (seeds pooled as example x seed) and a 95% bootstrap CI of the mean difference; validation loss "
-        "uses Welch's t-test over seeds. *undertrained*: a run in the claim does not beat its dataset's LEAD row, "
-        "so the verdict says little about the published claim.", "",
-        f"{len(judged)} finding(s): {counts['holds']} hold, {counts['not shown']} not shown, {counts['reversed']} "
-        f"reversed, {counts['not run']} not run; {under} flagged undertrained"
-        + (f"; {old} judged on first-round results kept in `round1/` for reference." if old else "."), "",
-        to_markdown(findings_rows(judged)) if judged else "(none declared)", ""])
+        "(`[[findings]]`), measured on this suite's runs. " + _RULES, "",
+        f"**Current results: {len(current)} finding(s), {_tally(current)}.** Of the judged ones, {under} flagged "
+        f"undertrained, {informed} test-informed. The archive below is not counted.", "",
+        to_markdown(findings_rows(current)) if current else "(none declared)", "",
+        *(["## Archive: first-round results (not counted)", "",
+           "Runs made before the suite's correctness fixes, kept in `round1/` for reference only: "
+           f"{len(archive)} finding(s), {_tally(archive)}.", "",
+           to_markdown(findings_rows(archive)), ""] if archive else [])])
     out = root / "FINDINGS.md"
     atomic_write_text(out, text)
     return out

@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("experiments", nargs="*", help="experiment names or folders (default: all under --results)")
     _add_common(p)
 
+    p = sub.add_parser("power", help="per judged finding: the effect, the seed sd and the seeds for ~80%% power "
+                       "(reads findings.json under --results; writes <results>/seed_plan.json)")
+    p.add_argument("--power", type=float, default=0.8, help="target power (default 0.8)")
+    _add_common(p)
+
     p = sub.add_parser("list", help="list registered models, datasets, metrics, schedules, objectives")
     p.add_argument("what", nargs="?", default="all",
                    choices=["all", "models", "datasets", "metrics", "schedules", "objectives"])
@@ -328,7 +333,8 @@ def _main(argv: list[str] | None) -> int:
             load_models(args.models)
         return {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
                 "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench,
-                "tune": cmd_tune, "export": cmd_export, "average": cmd_average}[args.cmd](args) or 0
+                "tune": cmd_tune, "export": cmd_export, "average": cmd_average,
+                "power": cmd_power}[args.cmd](args) or 0
     except BrokenPipeError:  # stdout closed early (zoo run EXP --dry-run | head): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that flushing at exit does not raise again
@@ -719,6 +725,59 @@ def cmd_report(args) -> int:
     for msg in problems:
         print(f"zoo report: error: {msg} (left out of the report)", file=sys.stderr)
     return EXIT_USAGE if problems else 0
+
+
+# --------------------------------------------------------------------------------------------- power
+def cmd_power(args) -> int:
+    """Seeds each current finding would need: from the judged findings (``zoo report`` writes them), the
+    observed difference, the seed sd and the seeds per arm for the target power of the seed-level
+    t-test (noncentral t), printed and written to <results>/seed_plan.json."""
+    import json
+    from seq2seq_zoo import stats
+    from seq2seq_zoo.report.significance import ARCHIVE, FINDINGS_FILE
+    from seq2seq_zoo.utils import atomic_write_text
+    root = _kind(args.results, "dir", "--results")
+    if not 0 < args.power < 1:
+        raise UserError(f"--power {args.power}: expected a number between 0 and 1, e.g. 0.8")
+    files = sorted(set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}")))
+    if not files:
+        raise UserError(f"no judged findings under {root}/ (*/{FINDINGS_FILE}); run `zoo report` first")
+    plan = []
+    for f in files:
+        exp = f.parent.relative_to(root).as_posix()
+        if exp.startswith(ARCHIVE):
+            continue
+        try:
+            judged = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            raise UserError(f"{f}: damaged findings file; run `zoo report {exp}` to rewrite it") from None
+        for j in judged:
+            pw = j.get("power") or {}
+            sd, eff = pw.get("seed_sd"), pw.get("effect")
+            d = abs(eff) / sd if eff is not None and sd and sd == sd and sd > 0 else None
+            one = bool(pw.get("one_sample"))   # against a deterministic run, or matched seeds
+            ns = [n for n in (j.get("n_a"), j.get("n_b")) if n]
+            n_now = (max(ns) if one else min(ns)) if ns else 0
+            need = stats.seeds_for_power(d, args.power, one_sample=one) if d else None
+            plan.append({"experiment": exp, "claim": j["claim"], "metric": j.get("metric"), "verdict": j["verdict"],
+                         "seeds": [j.get("n_a"), j.get("n_b")], "effect": eff, "seed_sd": sd,
+                         "standardised_effect": d, "power_now": stats.power(n_now, d, one_sample=one) if d else None,
+                         "seeds_for_power": need, "target_power": args.power})
+    def num(x, f="{:.3f}"):
+        return "-" if x is None or x != x else f.format(x)
+    print(f"{'experiment':32} {'claim':48} {'seeds':>7} {'effect':>8} {'seed sd':>8} {'power':>6} {'seeds for':>9}")
+    for r in plan:
+        seeds = "v".join("-" if n is None else str(n) for n in r["seeds"])
+        need = "-" if r["seeds_for_power"] is None else str(r["seeds_for_power"])
+        print(f"{r['experiment'][:32]:32} {r['claim'][:48]:48} {seeds:>7} {num(r['effect'], '{:.4g}'):>8} "
+              f"{num(r['seed_sd'], '{:.4g}'):>8} {num(r['power_now'], '{:.2f}'):>6} {need:>9}")
+    out = root / "seed_plan.json"
+    atomic_write_text(out, json.dumps({"target_power": args.power, "alpha": stats.ALPHA, "test": "two-sided t over "
+                                       "seed means (Welch; one-sample against a deterministic baseline; paired for "
+                                       "matched seeds), power from the noncentral t with the observed seed sd",
+                                       "findings": plan}, indent=1) + "\n")
+    print(f"wrote {out} (seeds per arm for {args.power:.0%} power; '-': no seed sd to plan with, e.g. one seed)")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------- list

@@ -234,6 +234,14 @@ def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) 
     return df[cols]
 
 
+def _compact_grid(text: str) -> str:
+    """'k chosen from 1, 2, 3, 4 by' -> 'k chosen from 1-4 by' (records written before describe() did it)."""
+    def repl(m):
+        ks = [int(x) for x in m.group(1).split(", ")]
+        return f"from {ks[0]}-{ks[-1]} by" if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1)) else m.group(0)
+    return re.sub(r"from ((?:\d+, )+\d+) by", repl, text)
+
+
 def lead_sentence(groups: list[Group]) -> str:
     """The sentence above the table: each dataset's LEAD row and which trained runs do not beat it."""
     leads, below = below_lead(groups)
@@ -242,7 +250,7 @@ def lead_sentence(groups: list[Group]) -> str:
     parts = []
     for d, lead in leads.items():
         b = lead.rows[0].get("baseline") or {}
-        what = b.get("describe", "lead")
+        what = _compact_grid(b.get("describe", "lead"))
         tuned = b.get("tuned") or {}
         val = (tuned.get("validation_rouge1") or {}).get(str(tuned.get("k")))
         chosen = f" (validation ROUGE-1 {val:.2f} at k = {tuned['k']})" if val is not None else \
@@ -415,6 +423,9 @@ def judge(f: Finding, groups: list[Group]) -> dict:
         A, B = _matrix(pa, seeds_a, ids), _matrix(pb, seeds_b, ids)
         pooled = _pooled({s: pa[s] for s in seeds_a}, {s: pb[s] for s in seeds_b}, f.scale)
     c = stats.method_test(A, B, f.scale, fixed_a=fixed_a, fixed_b=fixed_b, paired=paired)
+    if fixed_a and fixed_b and pooled:   # no seed variance on either side: the examples are the only variance
+        from dataclasses import replace
+        c = replace(c, p=pooled["p"], test="two deterministic runs: paired permutation test over test examples")
     verdict = c.verdict(f.op)
     detail = ""
     bad = [f"{g.label} seed {r['seed']}: {why}" for g in (ga, gb) for r in g.rows

@@ -722,6 +722,9 @@ def cmd_report(args) -> int:
     index = write_findings_index(root, warn=problems.append)
     if index:
         print(f"wrote {index}")
+    from seq2seq_zoo.report.leaderboard import write_leaderboard   # results/LEADERBOARD.md (+ README headline)
+    for path in write_leaderboard(root, readme=Path("README.md") if root.resolve() == Path("results").resolve() else None):
+        print(f"wrote {path}")
     for msg in problems:
         print(f"zoo report: error: {msg} (left out of the report)", file=sys.stderr)
     return EXIT_USAGE if problems else 0

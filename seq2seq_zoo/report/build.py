@@ -129,7 +129,8 @@ def summary_lines(description: str, groups: list, judged: list[dict]) -> list[st
     if judged:
         found.append("declared findings: " + "; ".join(f"`{j['claim']}` {j['verdict']}" for j in judged))
     if found:
-        out += ["**What it found.** " + "; ".join(found) + ". Details below.", ""]
+        text = "; ".join(found)
+        out += ["**What it found.** " + text[0].upper() + text[1:] + ". Details below.", ""]
     return out
 
 

@@ -188,6 +188,12 @@ def _marks(e: Entry) -> str:
     return "; ".join(m)
 
 
+def _short(label: str) -> str:
+    """A baseline's description without its model name and with its tuning said briefly."""
+    label = re.sub(r"^\w+: ", "", label)
+    return re.sub(r" \(k chosen from [^)]*validation split\)", " (k tuned on validation)", label)
+
+
 def _baseline_label(e: Entry) -> str:
     b = e.group.rows[0].get("baseline") or {}
     return b.get("describe") or e.model
@@ -272,7 +278,7 @@ def headline_markdown(entries: list[Entry], prefix: str = "results/") -> str:
         lead = next((e.lead for e in rows if e.lead is not None), None)
         if lead is not None:
             le = Entry(next(e.folder for e in rows if e.lead is lead), lead, None)
-            lines.append(f"| {name} | LEAD, tuned on validation: {_baseline_label(le)} | {_f(le.mean())} | - | "
+            lines.append(f"| {name} | LEAD: {_short(_baseline_label(le))} | {_f(le.mean())} | - | "
                          f"{_ci(le)} | | {_link(le.folder, prefix)} |")
         if d in PUBLISHED:
             fig, system, source, scorer = PUBLISHED[d]

@@ -188,6 +188,20 @@ def test_own_data_example_loads_and_reads(monkeypatch, capsys):
     assert re.search(r"train\s+24 examples", out) and re.search(r"test\s+6 examples", out)
 
 
+def test_own_data_example_runs_its_lead_row(monkeypatch, tmp_path):
+    """`zoo run` on the example (its LEAD row: no training) reads the corpus, scores both references
+    and writes the report."""
+    import json
+    from seq2seq_zoo.cli import main
+    monkeypatch.chdir(ROOT)
+    assert main(["run", "examples/own_data/experiment.toml", "--only", "lead", "--results", str(tmp_path),
+                 "--no-progress"]) == 0
+    rec = json.loads((tmp_path / "own_data" / "lead" / "record.json").read_text(encoding="utf-8"))
+    assert rec["eval"]["n_examples"] == 6 and rec["eval"]["scores"]["rouge1"] > 0
+    assert "rouge1_max" in rec["eval"]["scores"]          # two references: mean and max
+    assert (tmp_path / "own_data" / "README.md").is_file()
+
+
 # ------------------------------------------------------------------------------ development vocabulary
 BANNED = [
     (r"\bsessions?\s*#\s*\d+", "a numbered development session"),

@@ -80,7 +80,10 @@ class Entry:
         return float(np.std(v, ddof=1)) if len(v) > 1 else None
 
     def ci(self, metric: str = METRIC):
-        return significance.ci_of(self.group, metric)
+        try:
+            return significance.ci_of(self.group, metric)
+        except DamagedFile:   # a damaged scores.jsonl: the folder's own report names it
+            return None
 
     def not_converged(self) -> int:
         return sum(1 for r in self.group.rows if convergence(r) == "not converged")
@@ -96,7 +99,10 @@ class Entry:
         if self.lead is None or self.kind != "trained":
             return None
         if "vs_lead" not in self.group.cache:
-            pa, pb = self.group.per_example(METRIC), self.lead.per_example(METRIC)
+            try:
+                pa, pb = self.group.per_example(METRIC), self.lead.per_example(METRIC)
+            except DamagedFile:   # named by the folder's own report
+                pa, pb = {}, {}
             xa, xb = stats.pair_by_seed(pa, pb) if pa and pb else ([], [])
             if not xa:
                 self.group.cache["vs_lead"] = None
@@ -141,7 +147,10 @@ def collect(root: Path) -> list[Entry]:
         if not records:
             continue
         groups = significance.group_rows(records)
-        leads, _ = significance.below_lead(groups)
+        try:
+            leads, _ = significance.below_lead(groups)
+        except (DamagedFile, KeyError, TypeError):   # named by the folder's own report; left off the board
+            continue
         folder = d.relative_to(root).as_posix()
         out += [Entry(folder, g, leads.get(significance.dataset_of(g))) for g in groups]
     return out

@@ -1,8 +1,8 @@
 """``results/LEADERBOARD.md`` and the README's headline table, rebuilt from the run records alone.
 
 The leaderboard has one table per dataset with every trained run of every experiment folder (mean ±
-sd over seeds, the seeds, the 95% bootstrap CI over test examples, the difference to the folder's own
-LEAD row), the LEAD and oracle rows, and the marks ``below LEAD`` and ``not converged``. Archive folders
+sd over seeds, the seeds, the 95% two-level bootstrap CI (seeds, then test examples), the difference
+to the folder's own LEAD row), the LEAD and oracle rows, and the marks ``below LEAD`` and ``not converged``. Archive folders
 (``results/round1/``, ``results/archive/``) and stale records are left out. The headline table keeps,
 per dataset, the best run of each model family with its paired margin over its LEAD row, the tuned
 LEAD row, and the published figure the suite compares with (named with its scorer).
@@ -94,8 +94,8 @@ class Entry:
         return (self.mean() or 0.0) <= self.lead.mean(METRIC)
 
     def vs_lead(self) -> tuple[float, float, float] | None:
-        """(mean difference to the folder's LEAD row, 95% bootstrap CI) over the same test examples, paired
-        as the findings pair them (example x seed; a one-seed baseline against each seed)."""
+        """(mean difference to the folder's LEAD row, 95% CI): the LEAD row is deterministic, so the CI is the
+        two-level bootstrap of ``stats.method_test`` (the run's seeds, then the same test examples for both)."""
         if self.lead is None or self.kind != "trained":
             return None
         if "vs_lead" not in self.group.cache:
@@ -103,13 +103,14 @@ class Entry:
                 pa, pb = self.group.per_example(METRIC), self.lead.per_example(METRIC)
             except DamagedFile:   # named by the folder's own report
                 pa, pb = {}, {}
-            xa, xb = stats.pair_by_seed(pa, pb) if pa and pb else ([], [])
-            if not xa:
+            ids = sorted(set.intersection(*(set(v) for v in [*pa.values(), *pb.values()]))) if pa and pb else []
+            if not ids:
                 self.group.cache["vs_lead"] = None
             else:
-                d = np.asarray(xa) - np.asarray(xb)
-                lo, hi = stats.ci(d, n_resamples=significance.TABLE_RESAMPLES)
-                self.group.cache["vs_lead"] = (float(d.mean()), lo, hi)
+                A = [[pa[s][i] for i in ids] for s in sorted(pa)]
+                B = [[pb[s][i] for i in ids] for s in sorted(pb)[:1]]
+                c = stats.method_test(A, B, fixed_b=True, n_resamples=significance.TABLE_RESAMPLES)
+                self.group.cache["vs_lead"] = (c.diff, c.ci_low, c.ci_high)
         return self.group.cache["vs_lead"]
 
 
@@ -240,9 +241,10 @@ def leaderboard_markdown(entries: list[Entry]) -> str:
            "do not edit by hand. One table per dataset, every run of every experiment folder, best ROUGE-1 first. "
            "Scores are ROUGE F1 x 100 from Google's `rouge-score` with stemming (on DialogSum the mean over its "
            "3 references), each run with its own decoding, mean ± standard deviation over seeds; the 95% CI is a "
-           "bootstrap over test examples (per example the mean over seeds). *vs LEAD* is the difference to the "
-           "LEAD row of the same folder in ROUGE-1, on the same test examples, with the 95% bootstrap CI of "
-           "that paired difference (example x seed; a CI that excludes 0 is a shown margin). *below LEAD*: the run does not beat that row; "
+           "two-level bootstrap (seeds, then test examples), so it includes the variance between training runs. "
+           "*vs LEAD* is the difference to the LEAD row of the same folder in ROUGE-1, on the same test examples, "
+           "with the 95% two-level bootstrap CI of that difference (a CI that excludes 0 is a shown margin; "
+           "[FINDINGS.md](FINDINGS.md) gives the seed-level tests). *below LEAD*: the run does not beat that row; "
            "*not converged*: the epoch cap ended training while validation loss was still falling. Folders "
            "differ in profile (model size and data), so compare rows within a folder first; "
            "[FINDINGS.md](FINDINGS.md) judges the published claims. Superseded results (`round1/`, "

@@ -80,8 +80,8 @@ def test_find_cycle_finds_a_cycle_and_accepts_a_dag():
 
 def test_graph_sees_function_level_and_relative_imports():
     g = import_graph()
-    assert "seq2seq_zoo.runner" in g["seq2seq_zoo.cli"]            # imported inside cmd_run
-    assert "seq2seq_zoo.errors" in g["seq2seq_zoo.cli"]
+    assert "seq2seq_zoo.runner" in g["seq2seq_zoo.cli.run"]        # imported inside cmd_run
+    assert "seq2seq_zoo.errors" in g["seq2seq_zoo.cli.app"]
     assert "seq2seq_zoo.evaluation" in g["seq2seq_zoo.runner"]
 
 
@@ -127,7 +127,7 @@ def test_cli_turns_every_user_error_into_one_line(capsys, monkeypatch):
 
     def boom(args):
         raise EmbeddingError("embeddings = \"pretrained:x.txt\": file not found; give the path of a GloVe file")
-    monkeypatch.setattr(cli, "cmd_list", boom)
+    monkeypatch.setitem(cli.COMMANDS, "list", boom)
     assert cli.main(["list"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.strip().splitlines() == ["zoo list: error: embeddings = \"pretrained:x.txt\": file not found; "
@@ -135,7 +135,7 @@ def test_cli_turns_every_user_error_into_one_line(capsys, monkeypatch):
 
     def bug(args):
         raise ValueError("a bug, not a user error")
-    monkeypatch.setattr(cli, "cmd_list", bug)
+    monkeypatch.setitem(cli.COMMANDS, "list", bug)
     with pytest.raises(ValueError):  # programming errors keep their traceback
         cli.main(["list"])
 

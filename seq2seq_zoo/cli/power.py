@@ -1,0 +1,57 @@
+"""zoo power: the seeds each judged finding would need for a target power."""
+from __future__ import annotations
+
+from seq2seq_zoo.errors import UserError
+from seq2seq_zoo.cli.common import _kind
+
+
+def cmd_power(args) -> int:
+    """Seeds each current finding would need: from the judged findings (``zoo report`` writes them), the
+    observed difference, the seed sd and the seeds per arm for the target power of the seed-level
+    t-test (noncentral t), printed and written to <results>/seed_plan.json."""
+    import json
+    from seq2seq_zoo import stats
+    from seq2seq_zoo.report.significance import ARCHIVE, FINDINGS_FILE
+    from seq2seq_zoo.utils import atomic_write_text
+    root = _kind(args.results, "dir", "--results")
+    if not 0 < args.power < 1:
+        raise UserError(f"--power {args.power}: expected a number between 0 and 1, e.g. 0.8")
+    files = sorted(set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}")))
+    if not files:
+        raise UserError(f"no judged findings under {root}/ (*/{FINDINGS_FILE}); run `zoo report` first")
+    plan = []
+    for f in files:
+        exp = f.parent.relative_to(root).as_posix()
+        if exp.startswith(ARCHIVE):
+            continue
+        try:
+            judged = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            raise UserError(f"{f}: damaged findings file; run `zoo report {exp}` to rewrite it") from None
+        for j in judged:
+            pw = j.get("power") or {}
+            sd, eff = pw.get("seed_sd"), pw.get("effect")
+            d = abs(eff) / sd if eff is not None and sd and sd == sd and sd > 0 else None
+            one = bool(pw.get("one_sample"))   # against a deterministic run, or matched seeds
+            ns = [n for n in (j.get("n_a"), j.get("n_b")) if n]
+            n_now = (max(ns) if one else min(ns)) if ns else 0
+            need = stats.seeds_for_power(d, args.power, one_sample=one) if d else None
+            plan.append({"experiment": exp, "claim": j["claim"], "metric": j.get("metric"), "verdict": j["verdict"],
+                         "seeds": [j.get("n_a"), j.get("n_b")], "effect": eff, "seed_sd": sd,
+                         "standardised_effect": d, "power_now": stats.power(n_now, d, one_sample=one) if d else None,
+                         "seeds_for_power": need, "target_power": args.power})
+    def num(x, f="{:.3f}"):
+        return "-" if x is None or x != x else f.format(x)
+    print(f"{'experiment':32} {'claim':48} {'seeds':>7} {'effect':>8} {'seed sd':>8} {'power':>6} {'seeds for':>9}")
+    for r in plan:
+        seeds = "v".join("-" if n is None else str(n) for n in r["seeds"])
+        need = "-" if r["seeds_for_power"] is None else str(r["seeds_for_power"])
+        print(f"{r['experiment'][:32]:32} {r['claim'][:48]:48} {seeds:>7} {num(r['effect'], '{:.4g}'):>8} "
+              f"{num(r['seed_sd'], '{:.4g}'):>8} {num(r['power_now'], '{:.2f}'):>6} {need:>9}")
+    out = root / "seed_plan.json"
+    atomic_write_text(out, json.dumps({"target_power": args.power, "alpha": stats.ALPHA, "test": "two-sided t over "
+                                       "seed means (Welch; one-sample against a deterministic baseline; paired for "
+                                       "matched seeds), power from the noncentral t with the observed seed sd",
+                                       "findings": plan}, indent=1) + "\n")
+    print(f"wrote {out} (seeds per arm for {args.power:.0%} power; '-': no seed sd to plan with, e.g. one seed)")
+    return 0

@@ -167,8 +167,9 @@ def test_one_decode_length_check_for_files_sweeps_and_zoo_eval():
     assert "max_len 41" in msg and "max_tgt_len (40)" in msg and "lower decode.max_len" in msg
     src = inspect.getsource
     from seq2seq_zoo import config, evaluation
+    from seq2seq_zoo.config import decoding, load, schema, values
     # the comparison itself is written once
-    assert (src(config) + src(evaluation)).count("max_len >") == 1
+    assert sum(src(m).count("max_len >") for m in (config, decoding, load, schema, values, evaluation)) == 1
 
 
 # ------------------------------------------------------------------------------- one greedy decoder
@@ -383,14 +384,14 @@ def test_bench_times_the_loops_own_train_step():
 
 
 def test_model_options_are_checked_by_the_model_that_owns_them(tmp_path):
-    """config.py holds no tables of model options; a model's own ValueError becomes the file's error,
+    """The config package holds no tables of model options; a model's own ValueError becomes the file's error,
     pointing at the line of the option it names."""
     from seq2seq_zoo import config
     from seq2seq_zoo.config import ConfigError, load_experiment
     from seq2seq_zoo.models.base import Seq2Seq
     from seq2seq_zoo.registry import register_model
     for model_option in ("pe", "activation", "dropout", "attn_dropout", "cov_loss_weight", "embeddings"):
-        assert model_option not in config._RANGES and model_option not in config._CHOICES
+        assert model_option not in config.RANGES and model_option not in config.CHOICES
         assert f'"{model_option}"' not in inspect.getsource(config._check_value)
 
     @register_model("zz_arch_checked")

@@ -26,7 +26,7 @@ def test_configuration_reference_is_generated_from_the_schema():
 def test_configuration_reference_lists_every_key():
     from seq2seq_zoo.report import configdoc
     import dataclasses
-    mod = configdoc.schema()
+    mod = configdoc.schema
     text = configdoc.generate()
     for sec, cls in mod.SECTIONS.items():
         for f in dataclasses.fields(cls):

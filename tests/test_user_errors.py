@@ -172,7 +172,7 @@ def test_init_from_a_file_that_is_no_checkpoint_stops_before_training(done, tmp_
 @pytest.mark.parametrize("seeds,words", [("[-1]", "0 to"), ("[1, 2, 1]", "twice"), (str(list(range(101))), "at most"),
                                          ("[4294967296]", "0 to"), ("[true]", "integer")])
 def test_seeds_are_checked_before_any_model_is_built(tmp_path, monkeypatch, seeds, words):
-    import seq2seq_zoo.config as config
+    import seq2seq_zoo.config.load as config
     monkeypatch.setattr(config, "_try_build", lambda *a, **k: pytest.fail("a model was built"))
     t = write_exp(tmp_path / "s.toml", exp_text("s", ["a"]).replace("seeds = [1]", f"seeds = {seeds}"))
     with pytest.raises(ConfigError, match=words) as e:

@@ -29,9 +29,11 @@ def _profile(args) -> str | None:
     import tomllib
 
     import torch
+
+    from seq2seq_zoo.config import parse_toml
     try:
-        raw = tomllib.loads(Path(args.experiment).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
+        raw = parse_toml(Path(args.experiment).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         raw = {}  # load_experiment reports it properly
     profile = "cpu" if not torch.cuda.is_available() and "cpu" in raw.get("profiles", {}) else None
     if profile:

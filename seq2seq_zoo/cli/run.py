@@ -15,7 +15,6 @@ from seq2seq_zoo.cli.locks import _acquire_locks, _lock_holder
 def cmd_run(args) -> int:
 
     from seq2seq_zoo import reuse
-    from seq2seq_zoo.config import load_experiment
     from seq2seq_zoo.report import build_report
     from seq2seq_zoo.runner import run
     from seq2seq_zoo.train import distributed
@@ -27,7 +26,7 @@ def cmd_run(args) -> int:
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
     from seq2seq_zoo.utils import process_code_version
     process_code_version()     # the commit of the code imported now, for every run's record
-    profile, exp = _experiment_of(args)
+    profile, full, exp = _experiment_of(args)
     from seq2seq_zoo.names import inside
     exp_dir = inside(args.results, exp.name)  # resolves inside --results, before anything is written
     for s in exp.runs:
@@ -36,14 +35,14 @@ def cmd_run(args) -> int:
     if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
         from seq2seq_zoo.report.significance import write_declared
         exp_dir.mkdir(parents=True, exist_ok=True)
-        write_declared(exp_dir, load_experiment(args.experiment, profile=profile) if args.only else exp)
+        write_declared(exp_dir, full)
     locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
     finished = False  # a clean finish, or a stop every rank agreed on: DDP ranks leave the group together
     try:
         t0 = time.perf_counter()
         names = [s.name for s in exp.runs]
         # a run's place in the tables is its place in the file, also when --only trains a subset
-        order = [s.name for s in load_experiment(args.experiment, profile=profile).runs] if args.only else names
+        order = [s.name for s in full.runs]
         print(f"experiment {exp.name}: {len(exp.runs)} run(s): {', '.join(names)}"
               + (f" [profile {profile}]" if profile else ""))
         for i, spec in enumerate(exp.runs):
@@ -120,19 +119,19 @@ def cmd_run(args) -> int:
 
 
 def _experiment_of(args):
-    """zoo run's experiment: the paths checked, the file read with its profile, ``--only`` and ``--device``
-    applied. Returns (profile, experiment)."""
-    from seq2seq_zoo.config import load_experiment
+    """zoo run's experiment: the paths checked, the file read (once) with its profile, ``--device`` applied.
+    Returns (profile, the whole experiment, the runs ``--only`` selects: the whole experiment without it)."""
+    from seq2seq_zoo.config import load_experiment, select_runs
     _kind(args.experiment, "file", "the experiment (a TOML file)")
     _kind(args.results, "dir", "--results")
     if args.data_dir:
         _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     profile = _profile(args)
-    exp = load_experiment(args.experiment, profile=profile, only=args.only)
+    full = load_experiment(args.experiment, profile=profile)
     if args.device:
-        for s in exp.runs:
+        for s in full.runs:
             s.train.device = args.device
-    return profile, exp
+    return profile, full, select_runs(full, args.only) if args.only else full
 
 
 def _changed_settings(spec, rec_path: Path) -> list[str]:
@@ -190,11 +189,11 @@ def _dry_run(args) -> int:
     which they differ from the built-in defaults (runs that differ only in seed share one block), and what a
     real ``zoo run`` with the same flags would do with each. Reads results, writes nothing."""
     from seq2seq_zoo.config import settings, toml_value
-    profile, exp = _experiment_of(args)
+    profile, _, exp = _experiment_of(args)
     exp_dir = Path(args.results) / exp.name
     print(f"experiment {exp.name} ({args.experiment}), profile {profile or 'none (full size)'}: {len(exp.runs)} "
           f"run(s), results in {exp_dir}/. Dry run: nothing is trained or written. Each run's settings that "
-          "differ from the built-in defaults (model constructor, seq2seq_zoo/config.py):")
+          "differ from the built-in defaults (model constructor, seq2seq_zoo/config/schema.py):")
     groups: dict[str, tuple[dict, list]] = {}   # runs with the same settings (seeds of one run): one block
     for spec in exp.runs:
         own = settings(spec)

@@ -10,12 +10,13 @@ when it differs from the committed file, so a key cannot go undocumented.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import re
 import sys
 import typing
 from pathlib import Path
+
+from seq2seq_zoo.config import schema   # the one place the keys, defaults, ranges and choices live
 
 OUT = Path("docs/configuration.md")
 SET_BY_SUITE = ("on_bad", "stats")   # reader arguments the runner passes (data.on_bad, the skip counts)
@@ -29,6 +30,8 @@ EXPERIMENT_DOC = {
     "metrics": ("list[str]", '["rouge"]', "the metrics of every run (`zoo list metrics`); `eval.metrics` per run"),
     "seeds": ("list[int]", "[1]", "each run is trained once per seed, as `<run>-seed<N>`"),
     "data_dir": ("str", "none", "where `<dataset>/` folders are found (after `--data-dir` and `$ZOO_DATA`)"),
+    "models": ("list[str]", "none", "model files or folders outside the package, imported before the runs are "
+               "read (paths from the file's folder; docs/extending-models.md)"),
 }
 RUN_DOC = {
     "name": ("str", "required", "the run's name (letters, digits, `_`, `-`, `.`)"),
@@ -48,18 +51,6 @@ TOP_DOC = {
     "findings": "`[[findings]]`: published claims judged on the results (`claim`, `metric`, `source`, `note`)",
     "decode": "`[[decode]]`: decoding variants of every run's best checkpoint (`name` and `decode.*` keys)",
 }
-
-
-def schema():
-    """The module that holds the configuration schema (the one place to change when it moves)."""
-    for name in ("seq2seq_zoo.config.schema", "seq2seq_zoo.config"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(mod, "SECTIONS"):
-            return mod
-    raise ImportError("no configuration schema (SECTIONS) in seq2seq_zoo.config")
 
 
 def _type(tp) -> str:
@@ -111,10 +102,9 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|")
 
 
-def _allowed(mod, key: str, registries: dict[str, list[str]]) -> str:
+def _allowed(key: str, registries: dict[str, list[str]]) -> str:
     parts = []
-    ranges = getattr(mod, "_RANGES", {})
-    choices = getattr(mod, "_CHOICES", {})
+    ranges, choices = schema.RANGES, schema.CHOICES
     if key in ranges:
         parts.append(ranges[key][1])
     if key in choices:
@@ -125,7 +115,6 @@ def _allowed(mod, key: str, registries: dict[str, list[str]]) -> str:
 
 
 def generate() -> str:
-    mod = schema()
     from seq2seq_zoo.registry import DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, model_options
     registries = {"dataset": DATASETS.names(), "metrics": METRICS.names(), "objective": OBJECTIVES.names(),
                   "schedule": SCHEDULES.names()}
@@ -140,25 +129,25 @@ def generate() -> str:
         "settings that differ from these defaults.", "",
         "## Sections", "", "| section | what it holds |", "|---|---|",
     ]
-    for k in sorted(getattr(mod, "TOP_KEYS", set()) | {"decode"}):
+    for k in sorted(schema.TOP_KEYS | {"decode"}):
         lines.append(f"| `[{k}]` | {TOP_DOC.get(k, '(undocumented)')} |")
     lines += ["", "## `[experiment]`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
-    for k in sorted(mod.EXPERIMENT_KEYS):
+    for k in sorted(schema.EXPERIMENT_KEYS):
         tp, default, doc = EXPERIMENT_DOC.get(k, ("?", "?", "(undocumented)"))
         lines.append(f"| `{k}` | {tp} | {default} | {_cell(doc)} |")
     lines += ["", "## Run keys (`[defaults]`, `[[runs]]`)", "", "| key | type | default | meaning |",
               "|---|---|---|---|"]
-    for k in sorted(mod.RUN_KEYS):
+    for k in sorted(schema.RUN_KEYS):
         tp, default, doc = RUN_DOC.get(k, ("?", "?", "(undocumented)"))
         lines.append(f"| `{k}` | {tp} | {default} | {_cell(doc)} |")
-    lines += ["", "`like` does not take over: " + ", ".join(f"`{k}`" for k in getattr(mod, "NOT_INHERITED", ())) + "."]
-    for sec, cls in mod.SECTIONS.items():
+    lines += ["", "`like` does not take over: " + ", ".join(f"`{k}`" for k in schema.NOT_INHERITED) + "."]
+    for sec, cls in schema.SECTIONS.items():
         hints = typing.get_type_hints(cls)
         comments = field_comments(cls)
         lines += ["", f"## `{sec}.*`", "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
         for f in dataclasses.fields(cls):
             lines.append(f"| `{sec}.{f.name}` | {_cell(_type(hints[f.name]))} | `{_cell(_toml(_default(f)))}` | "
-                         f"{_cell(_allowed(mod, f.name, registries))} | {_cell(comments.get(f.name, ''))} |")
+                         f"{_cell(_allowed(f.name, registries))} | {_cell(comments.get(f.name, ''))} |")
     lines += ["", "## Model options", "",
               "A run's model options are top-level keys of the run (e.g. `d_model = 256`); `vocab_size`, "
               "`max_src_len`, `max_tgt_len` and `pretrained_embeddings` come from the data and are not set "
@@ -171,7 +160,7 @@ def generate() -> str:
             continue
         lines += ["| option | default | allowed |", "|---|---|---|"]
         for k, v in opts.items():
-            lines.append(f"| `{k}` | `{_cell(_toml(v))}` | {_cell(_allowed(mod, k, {}))} |")
+            lines.append(f"| `{k}` | `{_cell(_toml(v))}` | {_cell(_allowed(k, {}))} |")
         lines.append("")
     lines += ["## Reader options (`data.options`)", "",
               "Each dataset reader's keyword arguments; see [data.md](data.md) for what they do.", "",

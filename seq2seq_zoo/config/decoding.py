@@ -1,0 +1,65 @@
+"""Decoding variants: [[decode]] entries of an experiment file and ``zoo eval --decode k=v,...``."""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from seq2seq_zoo.config.schema import DEFAULT_DECODE_NAME, DecodeConfig, decode_too_long
+from seq2seq_zoo.config.spec import DecodeVariant, RunSpec
+from seq2seq_zoo.config.toml_lines import _Where
+from seq2seq_zoo.config.values import _build
+from seq2seq_zoo.errors import ConfigError
+from seq2seq_zoo.names import NAME_RULE, name_problem
+
+
+def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
+    """[[decode]] entries: a plain unique name plus decode.* keys, checked like [defaults.decode] and
+    against every run (decode.max_len may not exceed a run's data.max_tgt_len)."""
+    out: list[DecodeVariant] = []
+    for i, entry in enumerate(entries):
+        label = f"decode[{i}]"
+        if not isinstance(entry, dict):
+            raise ctx.fail(label, "must be an array of tables ([[decode]] with name = \"...\" and decode keys)")
+        over = dict(entry)
+        name = over.pop("name", None)
+        if name is None:
+            raise ctx.fail(label, "every [[decode]] entry needs a name (it labels the table rows)")
+        if name_problem(name):
+            raise ctx.fail(f"{label}.name", f"{name_problem(name)}; it must be {NAME_RULE}")
+        if name == DEFAULT_DECODE_NAME or name in {v.name for v in out}:
+            what = "is the name of the runs' own decoding" if name == DEFAULT_DECODE_NAME else "is used twice"
+            raise ctx.fail(f"{label}.name", f"duplicate decode name '{name}': it {what}; names must be unique")
+        if not over:
+            raise ctx.fail(label, f"[[decode]] '{name}' changes nothing; give decode keys "
+                           f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
+        _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
+        for spec in specs:
+            too_long = decode_too_long(dataclasses.replace(spec.decode, **over), spec.data)
+            if too_long:
+                raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
+                               f"decode '{name}' of run '{spec.name}': {too_long}")
+        out.append(DecodeVariant(name, over))
+    return out
+
+
+def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]:
+    """``beam_size=8,length_penalty=1.0,method=greedy`` -> checked decode.* overrides (values are TOML
+    values; a bare word is a string)."""
+    over: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if "=" not in part:
+            raise ConfigError(f"{where}: {part!r} is not KEY=VALUE (e.g. beam_size=8,length_penalty=1.0)")
+        k, v = (x.strip() for x in part.split("=", 1))
+        try:
+            over[k] = tomllib.loads(f"v = {v}")["v"]
+        except tomllib.TOMLDecodeError:
+            over[k] = v
+    if not over:
+        raise ConfigError(f"{where}: no decode settings given (e.g. beam_size=8,length_penalty=1.0)")
+    ctx = _Where(Path(where), "")
+    _build(DecodeConfig, over, "decode", ctx)
+    return over

@@ -1,0 +1,198 @@
+"""The configuration schema: the settings' dataclasses and defaults, their value ranges and choices, the
+keys each table of an experiment file takes. Imports nothing from the package: every
+other module may read it (the docs generator, report/configdoc.py, writes docs/configuration.md from it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "dialogsum"
+    max_src_len: int = 400
+    max_tgt_len: int = 100
+    lowercase: bool = True
+    num_token: bool = False                       # digits / '#' runs -> <num>
+    vocab_size: int | None = 20000               # max_size of the word vocabulary (specials included)
+    min_freq: int = 1
+    filter_percentiles: list[float] | None = None  # e.g. [5, 95]: length filter on the training split
+    max_train: int | None = None                  # use only the first N training examples
+    max_valid: int | None = None
+    max_test: int | None = None
+    on_bad: str = "skip_empty"                    # error | skip_empty | skip
+    options: dict = field(default_factory=dict)   # the dataset reader's options (zoo list datasets; README Data)
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 32                          # examples per batch; 0 = no cap (batches by max_tokens alone)
+    max_tokens: int | None = None                 # cap on padded tokens per batch (bucketing)
+    optimizer: str = "adam"                       # adam | adamw
+    lr: float = 1e-3
+    schedule: str = "constant"                    # constant | noam | warmup_constant
+    warmup: int = 4000
+    lr_factor: float = 1.0                        # noam's factor
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    clip_norm: float = 1.0                        # 0 = no clipping
+    accum_steps: int = 1
+    precision: str = "auto"                       # auto | fp32 | bf16 | fp16
+    val_every: int = 0                            # validate every N updates (0 = once per epoch)
+    patience: int = 0                             # early stopping after N validations without gain (0 = off)
+    checkpoint_every: int = 0                     # also checkpoint every N updates (0 = per epoch only)
+    max_steps: int = 0                            # stop after N updates (0 = no limit)
+    objective: str = "ce"
+    init_from: str | None = None                  # start from a trained run's best weights (and vocabulary):
+                                                  # "results/<exp>/<run>", a run name of this experiment, or a .pt
+    val_metric: str = "loss"                      # what picks best.pt and stops early: loss | rouge1 | rouge2 |
+                                                  # rouge3 | rougeL (F1 of greedy decodes of the validation set)
+    average_last: int = 0                         # decode with the mean weights of the last N epochs' checkpoints
+    val_max: int = 0                              # decode-based validation on the first N examples (0 = all)
+    rl_reward: str = "rouge1"                     # scst reward: a ROUGE F1 or a mix, "0.5*rouge1+0.5*rougeL"
+    rl_gamma: float = 0.9984                      # scst: loss = gamma * L_rl + (1 - gamma) * L_ce
+    rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
+    rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
+    rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
+    rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
+    rl_ml_scale: str = "sequence"                 # scst: L_ml summed over tokens, mean over batch (Paulus eq. 14,
+                                                  # the scale of L_rl) | token: mean over target tokens
+    device: str = "auto"
+    threads: int = 0                              # torch CPU threads (0 = torch's default)
+
+
+@dataclass
+class DecodeConfig:
+    method: str = "beam"                          # beam | greedy
+    beam_size: int = 4
+    length_penalty: float = 1.0                   # alpha
+    length_penalty_style: str = "gnmt"            # gnmt: ((5+len)/6)^alpha | hf: len^alpha | none
+    min_len: int = 1
+    max_len: int = 60
+    no_repeat_ngram: int = 0                      # block repeated n-grams of this size (0 = off)
+    repetition_penalty: float = 1.0               # CTRL-style penalty on already generated tokens
+    repetition_penalty_style: str = "power"       # power: p^theta renormalised, every model | keskar: on the logits,
+                                                  # then softmax (HF; copy models: power) | logprob: lp * theta
+    coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
+    batch_size: int = 32
+
+
+@dataclass
+class EvalConfig:
+    metrics: list[str] = field(default_factory=lambda: ["rouge"])
+    split: str = "test"
+    rouge_stemmer: bool = True
+    rouge_unk: str = "match"                      # match: a predicted <unk> scores against a reference's UNK
+                                                  # (rouge-score reads both as "unk") | strip: <unk> removed first
+    bertscore_model: str = "auto"                 # auto: roberta-large if cached, else all-MiniLM-L6-v2
+    bertscore_layers: int | None = None
+    bertscore_batch_size: int = 64
+    train_sample: float = 0.0                     # also decode + score this fraction of the training split
+                                                  # (0.05 = the seeds' 1/20 sample), drawn with the run seed
+    examples: list[str] | None = None             # ids (train or eval split) shown in the report; None =
+    examples_per_split: int = 2                   # this many per split, picked with a fixed seed (0)
+
+
+# Settings added after records were made: a record without the key ran with this value.
+LEGACY_VALUES = {"eval.rouge_unk": "match", "train.rl_ml_scale": "token",
+                 "decode.repetition_penalty_style": "logprob"}
+
+
+def inert_settings(flat: dict[str, Any]) -> set[str]:
+    """Flat ``section.key`` settings that cannot change a run's results given its other settings: the
+    repetition rule without a repetition penalty, SCST's ML scale for another objective."""
+    out = set()
+    if flat.get("decode.repetition_penalty", 1.0) == 1.0:
+        out.add("decode.repetition_penalty_style")
+    if flat.get("train.objective", "ce") != "scst":
+        out.add("train.rl_ml_scale")
+    return out
+
+
+SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
+RUN_KEYS = {"name", "model", "seed", "description", "same_as", "like"}
+NOT_INHERITED = ("name", "description", "same_as", "like")   # what `like` does not take over
+SAME_AS_PATTERN = r"[\w.-]+/[\w.-]+"   # a run's same_as: "EXPERIMENT/RUN" (reuse.py)
+EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir", "models"}
+TOP_KEYS = {"experiment", "defaults", "runs", "profiles", "grid", "findings"}
+DEFAULT_DECODE_NAME = "default"   # the row of a run's own decode settings in tables
+SEED_MAX = 2**32 - 1   # what every generator seeded (numpy's included) accepts
+SEEDS_MAX = 100        # seeds of one experiment; each is a run of its own
+
+
+RANGES = {
+    # key: (predicate, description)
+    "lr": (lambda v: v > 0, "must be > 0"),
+    **{k: (lambda v: v is None or v >= 0, "must be >= 0 (0 leaves no examples)") for k in ("max_train", "max_valid",
+                                                                                         "max_test")},
+    "epochs": (lambda v: v >= 1, "must be >= 1"),
+    "batch_size": (lambda v: v >= 0, "must be >= 0 (0: batches by train.max_tokens alone)"),
+    "max_tokens": (lambda v: v is None or v >= 1, "must be >= 1"),
+    "beam_size": (lambda v: v >= 1, "must be >= 1"),
+    "max_src_len": (lambda v: v >= 1, "must be >= 1"),
+    "max_tgt_len": (lambda v: v >= 2, "must be >= 2"),
+    "max_len": (lambda v: v >= 1, "must be >= 1"),
+    "min_len": (lambda v: v >= 0, "must be >= 0"),
+    "label_smoothing": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
+    "accum_steps": (lambda v: v >= 1, "must be >= 1"),
+    "warmup": (lambda v: v >= 1, "must be >= 1"),
+    "vocab_size": (lambda v: v is None or v >= 5, "must be >= 5"),
+    "min_freq": (lambda v: v >= 1, "must be >= 1"),
+    "repetition_penalty": (lambda v: v > 0, "must be > 0"),
+    "train_sample": (lambda v: 0 <= v <= 1, "must be a fraction in [0, 1] (0.05 = 1/20 of the training split)"),
+    "examples_per_split": (lambda v: v >= 0, "must be >= 0"),
+    "coverage_penalty": (lambda v: v >= 0, "must be >= 0"),
+    "rl_gamma": (lambda v: 0 <= v <= 1, "must be in [0, 1]"),
+    "rl_gamma_end": (lambda v: v is None or 0 <= v <= 1, "must be in [0, 1]"),
+    "rl_max_len": (lambda v: v >= 1, "must be >= 1"),
+    "rl_repetition_penalty": (lambda v: v >= 0, "must be >= 0"),
+    "val_max": (lambda v: v >= 0, "must be >= 0"),
+    "average_last": (lambda v: v >= 0, "must be >= 0 (0: decode best.pt as it is)"),
+    "clip_norm": (lambda v: v >= 0, "must be >= 0"),
+    "eps": (lambda v: v > 0, "must be > 0"),
+}
+
+
+# the rules above and below are keyed by a section field's name and apply to that section's field only
+# (a model option of the same name is checked by the model's own ``option_rules``)
+CHOICES = {
+    "precision": ("auto", "fp32", "bf16", "fp16"),
+    "optimizer": ("adam", "adamw"),
+    "method": ("beam", "greedy"),
+    "length_penalty_style": ("gnmt", "hf", "none"),
+    "repetition_penalty_style": ("power", "keskar", "logprob"),
+    "rl_logp": ("sum", "mean"),
+    "rl_ml_scale": ("sequence", "token"),
+    "rouge_unk": ("match", "strip"),
+    "on_bad": ("error", "skip_empty", "skip"),
+    "split": ("train", "validation", "test"),
+    "val_metric": ("loss", "rouge1", "rouge2", "rouge3", "rougeL"),
+}
+
+
+def decode_too_long(decode: DecodeConfig, data: DataConfig) -> str | None:
+    """The one check that a decoding fits the model: ``decode.max_len`` may not exceed
+    ``data.max_tgt_len``, the longest target the model is built for (e.g. its positional table).
+    Returns the problem as text, or None; callers add where it was found."""
+    if decode.max_len > data.max_tgt_len:
+        return (f"decode.max_len {decode.max_len} exceeds data.max_tgt_len ({data.max_tgt_len}), the longest "
+                "target the model is trained and built for; lower decode.max_len or raise data.max_tgt_len")
+    return None
+
+
+def toml_value(v: Any) -> str:
+    """A value as a TOML file writes it (None, which TOML lacks, as ``none``)."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    return repr(v)

@@ -1,0 +1,65 @@
+"""The run spec (a run's settings, written to spec.json and every record) and the experiment: what
+load.py makes of a file. A spec read back from JSON is checked with the same value rules."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from seq2seq_zoo.config.schema import SECTIONS, DataConfig, DecodeConfig, EvalConfig, TrainConfig
+from seq2seq_zoo.config.values import _build
+
+
+@dataclass
+class RunSpec:
+    experiment: str
+    name: str
+    seed: int
+    model: str
+    model_options: dict[str, Any]
+    data: DataConfig
+    train: TrainConfig
+    decode: DecodeConfig
+    eval: EvalConfig
+    profile: str | None = None
+    data_dir: str | None = None
+    description: str = ""
+    same_as: str | None = None   # "EXPERIMENT/RUN": the same run, trained by another experiment (see reuse.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
+                "model_options": dict(self.model_options), "profile": self.profile,
+                "description": self.description, **({"same_as": self.same_as} if self.same_as else {}),
+                **{k: dataclasses.asdict(getattr(self, k)) for k in SECTIONS}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        return cls(experiment=d["experiment"], name=d["name"], seed=d["seed"], model=d["model"],
+                   model_options=d.get("model_options", {}), profile=d.get("profile"),
+                   description=d.get("description", ""), same_as=d.get("same_as"),
+                   **{k: _build(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
+
+
+@dataclass
+class Experiment:
+    name: str
+    path: Path
+    runs: list[RunSpec]
+    dataset: str
+    description: str = ""
+    profile: str | None = None
+    raw: dict = field(default_factory=dict)
+    decodes: list[DecodeVariant] = field(default_factory=list)   # [[decode]] entries (the sweep)
+    findings: list = field(default_factory=list)                 # [[findings]] entries (findings.Finding)
+
+
+@dataclass
+class DecodeVariant:
+    """One [[decode]] entry: re-decode every run's best checkpoint with these decode.* overrides."""
+    name: str
+    overrides: dict[str, Any]
+
+    def apply(self, base: DecodeConfig) -> DecodeConfig:
+        return dataclasses.replace(base, **copy.deepcopy(self.overrides))

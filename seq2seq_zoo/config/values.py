@@ -1,0 +1,106 @@
+"""Value rules: a section table checked key by key against the schema (unknown keys, types, ranges,
+choices) and built into its dataclass; seeds; registered names."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from seq2seq_zoo.config.schema import CHOICES, RANGES, SECTIONS, SEED_MAX, SEEDS_MAX
+from seq2seq_zoo.config.toml_lines import _Where
+from seq2seq_zoo.registry import UnknownName, did_you_mean
+
+
+def _type_ok(value, tp) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin is list:
+        (arg,) = typing.get_args(tp) or (Any,)
+        return isinstance(value, list) and all(_type_ok(v, arg) for v in value)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _type_name(tp) -> str:
+    return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def _check_value(ctx: _Where, key: str, value, section: str) -> None:
+    """The value rules of field ``key``'s leaf in [``section``] (data, train, decode, eval)."""
+    leaf = key.split(".")[-1]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ctx.fail(key, f"{value!r} is not a finite number")
+    if leaf not in {f.name for f in dataclasses.fields(SECTIONS[section])}:
+        return
+    if leaf in RANGES and value is not None and isinstance(value, (int, float)):
+        ok, desc = RANGES[leaf]
+        if not ok(value):
+            raise ctx.fail(key, f"{value!r} {desc}")
+    if leaf == "rl_reward":
+        from seq2seq_zoo.train.rewards import parse_reward
+        try:
+            parse_reward(value)
+        except ValueError as e:
+            raise ctx.fail(key, str(e)) from None
+    if leaf in CHOICES and value not in CHOICES[leaf]:
+        raise ctx.fail(key, f"{value!r} is not one of {', '.join(CHOICES[leaf])}.{did_you_mean(value, CHOICES[leaf])}")
+
+
+def _build(cls, values: dict, prefix: str, ctx):
+    if isinstance(ctx, str):
+        ctx = _Where(Path(ctx), "")
+    if not isinstance(values, dict):
+        raise ctx.fail(prefix, f"must be a table, not {type(values).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for k, v in values.items():
+        if k not in fields:
+            raise ctx.fail(f"{prefix}.{k}", f"unknown key in [{prefix}].{did_you_mean(k, fields)} "
+                           f"Valid keys: {', '.join(fields)}")
+        if not _type_ok(v, hints[k]):
+            raise ctx.fail(f"{prefix}.{k}", f"expected {_type_name(hints[k])}, got {type(v).__name__} {v!r}")
+        _check_value(ctx, f"{prefix}.{k}", v, next(s for s, c in SECTIONS.items() if c is cls))
+    return cls(**copy.deepcopy(values))
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _check_name(ctx, key, registry, value):
+    if not isinstance(value, str):
+        raise ctx.fail(key, f"expected a name (string), got {value!r}")
+    try:
+        registry.get(value)
+    except UnknownName as e:
+        raise ctx.fail(key, str(e)) from None
+
+
+def _check_seeds(ctx: _Where, key: str, seeds: list) -> None:
+    """Seeds: integers 0..SEED_MAX, each once, at most SEEDS_MAX of them; checked before any model is built."""
+    for s in seeds:
+        if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= SEED_MAX:
+            raise ctx.fail(key, f"seed {s!r} must be an integer from 0 to {SEED_MAX}")
+    dup = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+    if dup is not None:
+        raise ctx.fail(key, f"seed {dup} is given twice; seeds must be unique (each gives a run of its own)")
+    if len(seeds) > SEEDS_MAX:
+        raise ctx.fail(key, f"{len(seeds)} seeds; at most {SEEDS_MAX} (each seed is a run trained on its own)")

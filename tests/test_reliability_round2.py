@@ -677,7 +677,7 @@ def test_code_version_names_the_checkout_commit_and_none_outside_git(tmp_path):
 def test_every_run_of_one_zoo_run_records_the_commit_the_process_started_with(corpus, tmp_path, monkeypatch):
     """A `zoo run` of several runs keeps the code it imported while the checkout moves on (here: the
     commit changes while run `a` trains), so both records name the commit of the process's start."""
-    import seq2seq_zoo.utils as utils
+    import seq2seq_zoo.utils.version as utils
     tmp, data = corpus
     toml = write_exp(tmp_path / "two.toml", exp_text("two", ["a", "b"]))
     calls = []

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from seq2seq_zoo.config import (DEFAULT_DECODE_NAME, DecodeConfig, RunSpec, decode_too_long,
                                 parse_decode_overrides)
+from seq2seq_zoo.config.decoding import describe
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, encode_examples, iterate
 from seq2seq_zoo.data.corpora import resolve_data_dir
 from seq2seq_zoo.data.splits import select_splits, text_config
@@ -45,7 +46,6 @@ from seq2seq_zoo.names import NAME_MAX, check_name, inside
 from seq2seq_zoo.models.fast.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
-from seq2seq_zoo.report.extras import describe
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, hardware, pick_device
 

@@ -103,14 +103,14 @@ class Summarizer:
     @classmethod
     def from_pretrained(cls, folder: str | Path) -> "Summarizer":
         """Load a folder written by ``zoo export`` (safetensors weights: nothing is unpickled)."""
-        from seq2seq_zoo.export import load_exported
+        from seq2seq_zoo.exported import load_exported
         model, vocab, spec = load_exported(folder)
         return cls(model, vocab, spec)
 
     @classmethod
     def load(cls, path: str | Path, checkpoint: str = "best.pt") -> "Summarizer":
         """An exported folder (it has ``config.json``) or a run folder."""
-        from seq2seq_zoo.export import CONFIG_FILE
+        from seq2seq_zoo.exported import CONFIG_FILE
         if (Path(path) / CONFIG_FILE).is_file():
             return cls.from_pretrained(path)
         return cls.from_run(path, checkpoint)

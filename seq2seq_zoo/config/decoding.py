@@ -1,4 +1,5 @@
-"""Decoding variants: [[decode]] entries of an experiment file and ``zoo eval --decode k=v,...``."""
+"""Decoding variants: [[decode]] entries of an experiment file and ``zoo eval --decode k=v,...``; a
+decoding's settings in words (``describe``: what records and tables print)."""
 from __future__ import annotations
 
 import dataclasses
@@ -63,3 +64,29 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
     ctx = _Where(Path(where), "")
     _build(DecodeConfig, over, "decode", ctx)
     return over
+
+
+def lp_formula(d: dict) -> str:
+    """The exact length penalty used to rank beam hypotheses."""
+    a, style = d["length_penalty"], d["length_penalty_style"]
+    if style == "none" or a == 0:
+        return "none (score = sum of log-probs)"
+    if style == "hf":
+        return f"hf, score = sum of log-probs / len^{a}"
+    return f"gnmt, score = sum of log-probs / ((5 + len) / 6)^{a}"
+
+
+def describe(d: dict) -> str:
+    """Every decoding option in one line, the length penalty as its formula."""
+    head = "greedy" if d["method"] == "greedy" else f"beam {d['beam_size']}, length penalty {lp_formula(d)}"
+    text = (f"{head}, min_len {d['min_len']}, max_len {d['max_len']}, no_repeat_ngram {d['no_repeat_ngram']}, "
+            f"repetition_penalty {d['repetition_penalty']}")
+    if d["repetition_penalty"] != 1.0:  # records made before the rule was an option used logprob
+        text += {"keskar": " (keskar: seen tokens' logits divided by it if positive, multiplied if negative, then "
+                           "softmax; copy models, which have no logits: p^theta renormalised)",
+                 "power": " (power: seen tokens' p -> p^theta, renormalised; the same rule for every model)"}.get(
+            d.get("repetition_penalty_style", "logprob"),
+            " (logprob: seen tokens' log-probs multiplied by it, not renormalised)")
+    if d.get("coverage_penalty"):
+        text += f", coverage_penalty {d['coverage_penalty']}"
+    return text

@@ -1,0 +1,168 @@
+"""The package's layers: a run's settings flow config -> data -> model -> fit -> evaluate -> record ->
+report -> cli, and the imports follow that direction. A module imports, at module level, only from its
+own layer or the layers below; the few imports that reach up from inside a function are listed here by
+name (a new one fails until it is listed, a removed one until it is struck off). One ``zoo run`` parses
+its experiment file once."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import seq2seq_zoo
+from conftest import run_cli, tiny_experiment, write_dialogsum
+
+PKG = Path(seq2seq_zoo.__file__).parent
+
+# lowest first; a module belongs to the first entry naming it or a package above it
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # errors, the shared helpers, the name registries, the record's schema and its reading and writing
+    # (every layer above may read or write a record), statistics, precision policy
+    ("foundation", ("seq2seq_zoo", "errors", "names", "registry", "utils", "record_schema", "results", "stats",
+                    "findings", "precision")),
+    ("config", ("config",)),                               # TOML -> RunSpecs; config.schema at its bottom
+    ("data", ("data", "metrics", "embeddings")),           # corpora, text, vocabularies, batches; text metrics
+    ("model", ("models", "decode")),                       # the models and the one search over them
+    ("fit", ("train", "averaging")),                       # the loop, objectives, schedules, DDP
+    ("evaluate", ("evaluation", "inference", "exported", "reuse")),   # decode-and-score, loading trained runs
+    ("report", ("report", "export")),                      # tables, plots, findings from the records alone
+    ("run", ("runner", "bench")),                          # one run end to end; the benchmark
+    ("cli", ("cli", "__main__")),
+]
+
+# imports inside a function that reach a higher layer: the checks that need a registry's entries
+LAZY_UPWARD = {
+    ("seq2seq_zoo", "seq2seq_zoo.inference"),              # `from seq2seq_zoo import Summarizer`, on first use
+    ("seq2seq_zoo.config.load", "seq2seq_zoo.data.corpora"),   # a reader's options checked by the reader
+    ("seq2seq_zoo.config.load", "seq2seq_zoo.models.base"),    # the meta-device build of each run's model
+    ("seq2seq_zoo.config.values", "seq2seq_zoo.train.rewards"),  # train.rl_reward parsed by the reward code
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+FILES = {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def layer_of(module: str) -> int:
+    rest = "seq2seq_zoo" if module == "seq2seq_zoo" else module.removeprefix("seq2seq_zoo.")
+    for i, (_, mods) in enumerate(LAYERS):
+        if any(rest == m or rest.startswith(m + ".") for m in mods):
+            return i
+    raise KeyError(f"{module}: in no layer of tests/test_layering.py; add it to LAYERS")
+
+
+def _reexports(package: str) -> dict[str, str]:
+    """name -> the submodule a package's __init__ takes it from (``from seq2seq_zoo.config.schema import X``)."""
+    out = {}
+    for node in ast.parse(FILES[package].read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(package + "."):
+            for a in node.names:
+                out[a.asname or a.name] = node.module
+    return out
+
+
+def _targets(mod: str, path: Path, node) -> set[str]:
+    """The package modules one import statement loads; a name a package re-exports resolves to the
+    submodule that defines it, so ``from seq2seq_zoo.config import RunSpec`` depends on config.spec."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name in FILES}
+    if node.level:
+        base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        base = base[: len(base) - node.level + 1]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    out = set()
+    for a in node.names:
+        if f"{target}.{a.name}" in FILES:
+            out.add(f"{target}.{a.name}")
+        elif target in FILES:
+            out.add(_reexports(target).get(a.name, target) if FILES[target].name == "__init__.py" else target)
+    return out
+
+
+def import_edges() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(module-level edges, edges made inside a function), as (importer, imported) pairs."""
+    top, lazy = set(), set()
+
+    def visit(mod, path, nodes, inside):
+        for n in nodes:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                (lazy if inside else top).update((mod, t) for t in _targets(mod, path, n) if t != mod)
+            for child in ast.iter_child_nodes(n):
+                fn = isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                visit(mod, path, [child], inside or fn)
+
+    for mod, path in FILES.items():
+        visit(mod, path, ast.parse(path.read_text(encoding="utf-8")).body, False)
+    return top, lazy
+
+
+def test_every_module_has_a_layer():
+    for mod in FILES:
+        layer_of(mod)
+
+
+def test_reexports_resolve_to_the_defining_module():
+    top, _ = import_edges()
+    assert ("seq2seq_zoo.evaluation", "seq2seq_zoo.config.spec") in top   # RunSpec via seq2seq_zoo.config
+    assert ("seq2seq_zoo.evaluation", "seq2seq_zoo.config.decoding") in top
+    assert layer_of("seq2seq_zoo.config.schema") < layer_of("seq2seq_zoo.data.corpora") < \
+        layer_of("seq2seq_zoo.models.rnn") < layer_of("seq2seq_zoo.train.loop") < \
+        layer_of("seq2seq_zoo.evaluation") < layer_of("seq2seq_zoo.report.build") < \
+        layer_of("seq2seq_zoo.runner") < layer_of("seq2seq_zoo.cli.run")
+
+
+def test_module_level_imports_go_down_the_layers():
+    top, _ = import_edges()
+    up = sorted(f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+                for a, b in top if layer_of(b) > layer_of(a))
+    assert not up, "imports against the layers:\n" + "\n".join(up)
+
+
+def test_function_level_imports_up_the_layers_are_the_listed_ones():
+    _, lazy = import_edges()
+    up = {(a, b) for a, b in lazy if layer_of(b) > layer_of(a)}
+    assert up - LAZY_UPWARD == set(), f"unlisted upward imports inside functions: {sorted(up - LAZY_UPWARD)}"
+    assert LAZY_UPWARD - up == set(), f"listed but gone (strike them off): {sorted(LAZY_UPWARD - up)}"
+
+
+def test_config_schema_imports_nothing_from_the_package():
+    top, lazy = import_edges()
+    assert not {b for a, b in top | lazy if a == "seq2seq_zoo.config.schema"}
+
+
+def test_reading_the_config_loads_no_data_model_or_training_code():
+    code = ("import sys, seq2seq_zoo.config; "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('seq2seq_zoo.data', "
+            "'seq2seq_zoo.models', 'seq2seq_zoo.train'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=PKG.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("flags", [["--dry-run", "--only", "a", "--profile", "auto"], ["--only", "a"]])
+def test_one_zoo_run_parses_its_experiment_file_once(tmp_path, monkeypatch, flags):
+    """--profile auto reads the file's profiles, --only reads the whole file for the tables' order and the
+    findings, the report compares finished runs with the file: one parse serves them all."""
+    from seq2seq_zoo.config import toml_lines
+    data = write_dialogsum(tmp_path / "data", n_train=8, n_dev=2, n_test=2)
+    text = tiny_experiment("once", '[[runs]]\nname = "a"\n\n[[runs]]\nname = "b"\n', seeds=1, data_dir=data,
+                           epochs=1, decode_max_len=8) + '\n[profiles.cpu]\ntrain.epochs = 1\n'
+    toml = tmp_path / "once.toml"
+    toml.write_text(text, encoding="utf-8")
+    parsed = []
+    real = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda s, **kw: (parsed.append(s == text), real(s, **kw))[1])
+    toml_lines._parsed.cache_clear()
+    assert run_cli(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress", *flags]) == 0
+    assert parsed.count(True) == 1

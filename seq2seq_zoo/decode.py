@@ -16,7 +16,7 @@ Repetition penalty theta (``repetition_penalty_style``), one rule for every mode
          copy model's mixture has none, and its log-probs stand in for them (all negative: the ``power``
          rule), so under ``keskar`` copy and non-copy models follow different rules (tables say so).
   logprob: the log-prob of a generated token is multiplied by theta (p -> p^theta, not renormalised;
-         the rule of the records made before the second-round correctness fixes).
+         the rule of the records made before the correctness fixes).
 Never produced: <pad> and <bos> get -inf at every step of greedy, beam and sampled decoding, so an
 output never holds them (they are not valid outputs, and a <pad> fed back would be read as padding).
 n-gram blocking: a token that would complete an n-gram already in the hypothesis gets -inf.

@@ -213,7 +213,7 @@ def test_summarize_and_re_decoding_load_a_run_the_same_way(tmp_path):
                                                                   "heads": 2, "layers": 1}, {"pe_tmax_rule": "per_side"}),
                                                 ("pointer_generator", {"emb_dim": 8, "hidden": 12},
                                                  {"variant": "bahdanau"})])
-def test_runs_trained_before_issue_19_load_with_their_own_rules(tmp_path, model, opts, legacy):
+def test_runs_trained_before_the_correctness_fixes_load_with_their_own_rules(tmp_path, model, opts, legacy):
     """A checkpoint whose record has no ``model_rules`` was trained with the old defaults (per-side
     T_max, the Bahdanau-style pointer); re-decoding rebuilds it with those, not today's defaults."""
     import json
@@ -237,7 +237,7 @@ def test_runs_trained_before_issue_19_load_with_their_own_rules(tmp_path, model,
     torch.manual_seed(0)
     old = build_model(model, model_context(len(vocab), spec.data), {**opts, **legacy})
     atomic_torch_save({"model": old.state_dict()}, ck / "best.pt")
-    (tmp_path / "record.json").write_text(json.dumps({"run": "r"}))            # made before issue 19
+    (tmp_path / "record.json").write_text(json.dumps({"run": "r"}))            # made before the correctness fixes
     run = load_trained_run(tmp_path)
     if model == "transformer":
         assert run.model.decoder.pe.base == 13.0 and run.model.encoder.pe.base == 40.0

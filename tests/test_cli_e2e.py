@@ -47,7 +47,7 @@ def test_record_json(finished_run):
         assert rec["experiment"] == "tiny_e2e" and rec["run"] == name and rec["status"] == "done"
         assert rec["seed"] == 3 and rec["model"] == "transformer"
         assert rec["spec"]["model_options"]["pe"] == pe
-        # the positional rule is recorded (issue 19.2/19.3): bases of both sides, the learned table's scale
+        # the positional rule is recorded: bases of both sides, the learned table's scale
         rules = rec["model_rules"]
         assert rules == ({"pe_rule": "learned table, N(0, 1^2) at initialisation", "pe_init_std": 1.0}
                          if pe == "learned" else
@@ -183,16 +183,16 @@ def test_eval_and_summarize_commands(finished_run, capsys):
 
 
 def test_report_shows_the_stale_flag_of_records_made_before_a_fix(finished_run, tmp_path):
-    """A record marked ``stale`` (made before the correctness fixes of issue 19) says so in the
+    """A record marked ``stale`` (made before the correctness fixes) says so in the
     settings of the rebuilt tables and README."""
     from seq2seq_zoo.report.build import build_report
     toml, results, exp, data_dir = finished_run
     copy = tmp_path / "tiny_e2e"
     shutil.copytree(exp, copy, ignore=shutil.ignore_patterns("checkpoints"))
     rec = json.loads((copy / "sinus" / "record.json").read_text())
-    rec["stale"] = "made before the correctness fixes (issue 19): beam search (19.1)"
+    rec["stale"] = "made before the correctness fixes: beam search"
     (copy / "sinus" / "record.json").write_text(json.dumps(rec))
     build_report(copy)
-    line = "- **Stale**: made before the correctness fixes (issue 19): beam search (19.1) (sinus)"
+    line = "- **Stale**: made before the correctness fixes: beam search (sinus)"
     assert line in (copy / "README.md").read_text() and line in (copy / "table.md").read_text()
     assert "**Stale**" not in (exp / "table.md").read_text()

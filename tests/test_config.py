@@ -88,7 +88,7 @@ BAD = [
     ('[[runs]]\nname = "a"\n[runz]\nx = 1\n', ["runz", "'runs'"]),
     ('[[runs]]\nname = "a"\npe = "sinusoidl"\n', ["pe", "'sinusoidal'"]),
     ('[[runs]]\nname = "a"\nactivation = "gleu"\n', ["activation", "'gelu'"]),
-    # the rules issue 19 made options of
+    # the rules that became options
     ('[[runs]]\nname = "a"\npe_tmax_rule = "shard"\n', ["pe_tmax_rule", "'shared'"]),
     ('[[runs]]\nname = "a"\npe_init_std = 0.0\n', ["pe_init_std", "> 0"]),
     ('decode.repetition_penalty_style = "keskr"\n[[runs]]\nname = "a"\n', ["repetition_penalty_style", "'keskar'"]),

@@ -54,7 +54,7 @@ def test_corpus_unk_spelling_becomes_the_unk_token():
 
 def test_num_token_is_written_in_gigaword_digit_form_and_scores_like_the_reference():
     """With num_token the model writes <num>; predictions write it as '#', Gigaword's own digit form,
-    which rouge-score drops like the references' '#' runs, instead of scoring a word "num" (issue 19.8)."""
+    which rouge-score drops like the references' '#' runs, instead of scoring a word "num"."""
     from rouge_score import rouge_scorer
     cfg = TextConfig(num_token=True)
     ref = "australian stocks close down #.# percent"

@@ -178,7 +178,7 @@ def test_min_len_respected(method):
 
 
 def test_penalise_repeats_lowers_only_generated_tokens():
-    """The ``logprob`` rule (the records made before issue 19)."""
+    """The ``logprob`` rule (the records made before the correctness fixes)."""
     torch.manual_seed(0)
     lp = -torch.rand(3, 12) - 0.1                       # negative log-probs
     tokens = torch.tensor([[4, 5, 4], [7, 7, 7], [0, 9, 11]])
@@ -317,7 +317,7 @@ def test_beam_search_equals_the_flat_reference(seed, eos, K, alpha, style, ngram
     want, want_scores, finished = flat_beam_reference(model, batch, cfg)
     assert got == want
     assert got_scores == pytest.approx(want_scores, abs=1e-4)
-    # the result is never worse than any hypothesis that finished during the search (issue 19.1)
+    # the result is never worse than any hypothesis that finished during the search
     lpen = lambda n: float(length_penalty(torch.tensor(n), alpha, style))  # noqa: E731
     for i, seq in enumerate(got):
         n = len(seq) + (1 if len(seq) < cfg.max_len else 0)
@@ -440,7 +440,7 @@ def test_decode_split_packs_the_weights_once_and_decodes_as_unpacked(monkeypatch
     assert all("forward" not in x.__dict__ for x in model.modules())
 
 
-# ------------------------------------------------ repetition penalty on the logits (issue 19.5)
+# ------------------------------------------------ repetition penalty on the logits
 def test_keskar_penalty_divides_positive_and_multiplies_negative_logits_before_the_softmax():
     logits = torch.tensor([[0.0, 0.1, 0.2, 0.3, 2.0, -1.0, 0.5, 3.0]])
     tokens = torch.tensor([[4, 5]])

@@ -1,4 +1,4 @@
-"""Issue #7 parts 4-5: training over processes (DDP) and runs spread over invocations.
+"""Training over processes (DDP) and runs spread over invocations.
 
 - Two gloo processes train exactly like one process with the same global batch: per-batch losses,
   validation losses and the weights after training agree to float tolerance, with gradient

@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis, issue 17 item 6).
+"""Property-based tests (hypothesis).
 
 - The experiment-file loader, fed random TOML documents, random text, and random values for every known
   key of a valid file, only ever returns a valid experiment (every run spec's fields of their declared

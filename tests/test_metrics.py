@@ -84,7 +84,7 @@ def test_evaluate_adds_length_and_keeps_settings():
 
 
 def test_bertscore_backbone_is_roberta_large_when_in_the_hf_cache(tmp_path, monkeypatch):
-    """Issue #6: the same command uses roberta-large (layer 17) when its weights are in the local HF
+    """The same command uses roberta-large (layer 17) when its weights are in the local HF
     cache, and otherwise names the backbone it fell back to."""
     import huggingface_hub.constants as hf_constants
     from seq2seq_zoo.metrics import resolve_bertscore_backbone
@@ -103,7 +103,7 @@ def test_bertscore_backbone_is_roberta_large_when_in_the_hf_cache(tmp_path, monk
     assert resolve_bertscore_backbone("auto") == ("roberta-large", 17, "roberta-large (layer 17)")
 
 
-# ------------------------------------------------------------- labels that say what the code does (issue 19.9)
+# ------------------------------------------------------------- labels that say what the code does
 def test_rouge_lsum_splitter_keeps_titles_and_splits_sentences():
     """Punkt (nltk) with the stated abbreviations: no split after Mr. / Ms. / Dr. / p.m. (common in
     DialogSum), a split after every other sentence end."""

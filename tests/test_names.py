@@ -11,7 +11,7 @@ from conftest import write_dialogsum
 from seq2seq_zoo.config import load_experiment
 from seq2seq_zoo.errors import ConfigError, UnsafePath, UserError
 from seq2seq_zoo.names import NAME_MAX, inside, name_problem
-from test_reliability import exp_text, main_captured, one_line, write_exp
+from test_crash_safety import exp_text, main_captured, one_line, write_exp
 
 BAD = ["..", ".", ".hidden", "a/b", "a\\b", "/abs", "", "x" * (NAME_MAX + 1), "a b", "a\0b"]
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import write_dialogsum
 from seq2seq_zoo.errors import DamagedFile
 from seq2seq_zoo.results import check_run_files, read_checked, read_predictions, read_scores
-from test_reliability import exp_text, main_captured, one_line, write_exp
+from test_crash_safety import exp_text, main_captured, one_line, write_exp
 
 
 @pytest.fixture(scope="module")

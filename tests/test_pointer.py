@@ -388,7 +388,7 @@ def test_init_from_coverage_phase_and_scst_end_to_end(tmp_path):
     assert rc == 2
 
 
-# --- fidelity to See et al. 2017 (issue 19.7) -------------------------------------------------------
+# --- fidelity to See et al. 2017 --------------------------------------------------------------------
 def test_see_variant_queries_attention_with_s_t_and_feeds_p_vocab_s_t_and_context():
     """Default variant "see": the decoder LSTM reads E y_{t-1} and gives s_t; attention is queried with
     s_t (eq. 1); P_vocab = softmax(V'(V [s_t; h*_t] + b) + b') (eq. 4). Checked by recomputing one step

@@ -84,7 +84,7 @@ def test_unknown_pe_kind_is_rejected():
         PositionalEncoding("sinusodal", 4, 10)
 
 
-# ------------------------------------------------- one T_max rule, recorded (issue 19.2); learned scale (19.3)
+# ------------------------------------------------- one T_max rule, recorded; learned scale
 def _tf(pe, **kw):
     from seq2seq_zoo.models.transformer import Transformer
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Transformer training recipes and the DialogSum reports (issue #6): pre-LN vs post-LN layers, the
+"""Transformer training recipes and the DialogSum reports: pre-LN vs post-LN layers, the
 length-penalty formulas and the repetition penalty inside beam search, the seeded training sample, the
 fixed qualitative examples, [[decode]] sweeps and `zoo eval --decode` (config parsing, error messages,
 re-decoding without retraining, resume), and the report's Table 1 layout."""
@@ -466,7 +466,7 @@ def test_second_run_skips_decodes_and_zoo_eval_adds_one(swept, capsys):
     torch.set_num_threads(threads)
 
 
-# ===================================================== beam search keeps finished hypotheses (issue 19.1)
+# ===================================================== beam search keeps finished hypotheses
 B_ = 5
 # EOS at step 0 scores -0.5; two continuations then outscore it in both beam slots and end badly
 PUSHED_OUT = {0: {A: -0.1, EOS_ID: -0.5}, 1: {A: -0.1, B_: -0.2}, 2: {EOS_ID: -6.0}}

@@ -108,7 +108,7 @@ def test_masking_after_eos_is_exact():
 
 
 def test_loss_sums_log_p_over_tokens_by_default_and_means_by_option():
-    """Paulus et al. eq. 15 / Rennie et al.: (r(y^) - r(y^s)) * sum_t log p(y^s_t) (issue 19.6)."""
+    """Paulus et al. eq. 15 / Rennie et al.: (r(y^) - r(y^s)) * sum_t log p(y^s_t)."""
     logp = torch.tensor([[-1.0, -2.0, -3.0, 0.0], [-0.5, -0.5, -0.5, -0.5]])
     ids = torch.tensor([[7, 8, EOS_ID, PAD_ID], [5, 6, 7, EOS_ID]])
     r_s, r_g = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])

@@ -325,7 +325,7 @@ def test_verdict_categories_on_synthetic_records(tmp_path, dialogsum_dir):
     assert "1 test-informed" in text
 
 
-def test_findings_index_keeps_first_round_out_of_the_tally(tmp_path, dialogsum_dir):
+def test_findings_index_keeps_archived_results_out_of_the_tally(tmp_path, dialogsum_dir):
     from seq2seq_zoo.report.significance import write_findings_index
     exp = _lead_experiment(tmp_path, dialogsum_dir)
     _fake_seeds(exp, "sys", lambda s: 5.0 + s)
@@ -333,7 +333,7 @@ def test_findings_index_keeps_first_round_out_of_the_tally(tmp_path, dialogsum_d
     build_report(exp)
     shutil.copytree(exp, exp.parent / "round1" / "sig")
     text = write_findings_index(exp.parent).read_text()
-    head, archive = text.split("## Archive: first-round results (not counted)")
+    head, archive = text.split("## Archive: results made before the correctness fixes (not counted)")
     assert "Current results: 1 finding(s), 1 judged: 1 hold" in head
     assert "round1/sig" in archive and "round1/sig" not in head
 

@@ -176,7 +176,7 @@ def test_gradient_accumulation_equals_bigger_batch(tmp_path):
 def test_accumulation_is_token_weighted_and_equals_the_union_batch(tmp_path, accum):
     """4 micro-batches of one example each, with targets of 2, 5, 9 and 14 tokens, accumulated into one
     update == one batch of the 4 (the token mean over the union), also when the group is cut short by
-    the end of the epoch (accum 8: 4 of 8 micro-batches; issue 19.4)."""
+    the end of the epoch (accum 8: 4 of 8 micro-batches)."""
     vocab, data = tiny_encoded(4)
     for ex, n in zip(data, (1, 4, 8, 13)):          # + <eos> = 2, 5, 9, 14 target tokens
         ex.tgt = np.resize(ex.tgt, n)

@@ -16,7 +16,7 @@ import torch
 from conftest import write_dialogsum
 from seq2seq_zoo.config import load_experiment
 from seq2seq_zoo.errors import ConfigError, DataError
-from test_reliability import exp_text, main_captured, one_line, write_exp
+from test_crash_safety import exp_text, main_captured, one_line, write_exp
 
 LEAD = '\n[[runs]]\nname = "lead3"\nmodel = "lead"\n'
 

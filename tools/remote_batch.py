@@ -1,4 +1,4 @@
-"""Run chosen runs of an experiment on a machine that receives only a copy of this checkout (a lent GPU
+"""Run chosen runs of an experiment on a machine that receives only a copy of this checkout (a borrowed GPU
 machine, a cluster node without the shared data), side by side, to a deadline, and bring the results back.
 
 How `results/gpu_full/` is made. Three steps:
@@ -29,8 +29,8 @@ and then stages the new run beside it and swaps it in, removing the old one only
 place. An archive cut short or of another layout changes nothing.
 
 Why a script: the other machine has no copy of ../shared/data, no rouge-score and at most 64 MiB of
-travelling files; the steps above are the ones session #13 got wrong by hand (a second call re-sent
-DIR and the runs restarted).
+travelling files; the steps above are easy to get wrong by hand (a second call that re-sends
+DIR restarts the runs).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE_PACKAGES = ("rouge_score", "nltk")     # pure Python; the lent machines' image has absl, regex, tqdm, joblib
+SITE_PACKAGES = ("rouge_score", "nltk")     # pure Python; the remote machines' image has absl, regex, tqdm, joblib
 DROP_METRICS = ("bertscore",)
 EXIT_USAGE = 2
 
@@ -142,7 +142,7 @@ def cmd_pack(a) -> int:
             pins = f"--wheel gensim=={version('gensim')} --wheel smart_open=={version('smart_open')}"
         except PackageNotFoundError:
             pins = "--wheel gensim==VERSION --wheel smart_open==VERSION"
-        print(f"  runs {', '.join(w2v)} train word2vec vectors: add {pins} (the lent machines' image has "
+        print(f"  runs {', '.join(w2v)} train word2vec vectors: add {pins} (the remote machines' image has "
               "neither)")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True).stdout.split(b"\0")
     size = sum((ROOT / p.decode()).stat().st_size for p in tracked if p and (ROOT / p.decode()).is_file()) / 2**20

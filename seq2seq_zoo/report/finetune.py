@@ -88,9 +88,9 @@ def init_table(records: list[dict]) -> pd.DataFrame | None:
 
 
 def _rl_rule(s: dict) -> str:
-    """How the RL term was taken: records made before the second-round correctness fixes averaged log p and sampled every token."""
+    """How the RL term was taken: records made before the correctness fixes averaged log p and sampled every token."""
     if s.get("rl_logp") is None:
-        return "loss_rl with mean_t log p(sample), <pad>/<bos> not masked in sampling (before the second-round correctness fixes)"
+        return "loss_rl with mean_t log p(sample), <pad>/<bos> not masked in sampling (before the correctness fixes)"
     how = "sum_t log p(sample) (Paulus et al. eq. 15)" if s["rl_logp"] == "sum" else "mean_t log p(sample)"
     ml = ("loss_ml summed over each target's tokens, mean over the batch (eq. 14, the scale of loss_rl)"
           if s.get("rl_ml_scale") == "sequence" else "loss_ml as the mean over target tokens")

@@ -544,7 +544,7 @@ def findings_markdown(judged: list[dict]) -> list[str]:
             to_markdown(findings_rows(judged).drop(columns=["experiment", "profile"], errors="ignore")), ""]
 
 
-ARCHIVE = ("round1/",)   # folders of first-round runs, made before the suite's correctness fixes
+ARCHIVE = ("round1/",)   # archived runs, made before the suite's correctness fixes
 
 
 def _tally(judged: list[dict]) -> str:
@@ -592,7 +592,7 @@ def write_findings_index(root: Path, warn=None) -> Path | None:
         f"**Current results: {len(current)} finding(s), {_tally(current)}.** Of the judged ones, {under} flagged "
         f"undertrained, {informed} test-informed. The archive below is not counted.", "",
         to_markdown(findings_rows(current)) if current else "(none declared)", "",
-        *(["## Archive: first-round results (not counted)", "",
+        *(["## Archive: results made before the correctness fixes (not counted)", "",
            "Runs made before the suite's correctness fixes, kept in `round1/` for reference only: "
            f"{len(archive)} finding(s), {_tally(archive)}.", "",
            to_markdown(findings_rows(archive)), ""] if archive else [])])

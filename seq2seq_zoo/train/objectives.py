@@ -68,7 +68,7 @@ def scst_loss(logp: torch.Tensor, sample_ids: torch.Tensor, r_sample: torch.Tens
               r_greedy: torch.Tensor, reduce: str = "sum") -> torch.Tensor:
     """loss_rl = mean_b (r(y^) - r(y^s)) * sum_t log p(y^s_t) (Paulus et al. 2018, eq. 15; Rennie et al.
     2017), over each sample's real tokens (its EOS included, padding after it excluded); ``reduce =
-    "mean"`` takes mean_t instead (the records made before the second-round correctness fixes). Minimising it raises log p(y^s)
+    "mean"`` takes mean_t instead (the records made before the correctness fixes). Minimising it raises log p(y^s)
     when the sample beats the greedy baseline (r(y^s) > r(y^)) and lowers it otherwise."""
     real = (sample_ids != PAD_ID).float()
     seq_logp = (logp * real).sum(1)

@@ -1,8 +1,8 @@
-"""Reliability, second round (issue 17): pre-emption (SIGTERM), damaged files the suite wrote itself,
+"""Pre-emption (SIGTERM), damaged files the suite wrote itself,
 selections that leave no examples, paths of the wrong kind, a full disk, fuzzed inputs, and concurrent
 `zoo report`s.
 
-Same style as test_reliability.py: in-process `seq2seq_zoo.cli.main` calls on the tiny corpus where they
+Same style as test_crash_safety.py: in-process `seq2seq_zoo.cli.main` calls on the tiny corpus where they
 suffice, subprocesses (marked slow) where a real signal or a second process is the point. One finished
 results tree (`finished`, two runs with the same settings, so each is the other's reference) is shared.
 """
@@ -28,8 +28,8 @@ from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.objectives import CrossEntropy
-from test_reliability import (_HalfWriter, _env, assert_same_result, exp_text, finish, main_captured, one_line, record,
-                              run_zoo, start, tmp_files, wait_for, write_exp)
+from test_crash_safety import (_HalfWriter, _env, assert_same_result, exp_text, finish, main_captured, one_line,
+                               record, run_zoo, start, tmp_files, wait_for, write_exp)
 
 CPU = torch.device("cpu")
 

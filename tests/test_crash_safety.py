@@ -1,4 +1,4 @@
-"""Reliability: crash safety (SIGKILL, failed writes, Ctrl-C), bad experiment files, bad data, numerical
+"""Crash safety (SIGKILL, failed writes, Ctrl-C), bad experiment files, bad data, numerical
 faults, safe checkpoint loading, concurrent `zoo run`s, and `zoo summarize` on arbitrary input.
 
 Cost: every subprocess pays for importing torch, so the subprocess scenarios are grouped into a few

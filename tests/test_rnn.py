@@ -59,7 +59,7 @@ def test_models_are_registered_with_their_options():
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_builds_on_the_meta_device_with_defaults(name):
-    # config.py builds every run's model on the meta device to check its options
+    # config.load builds every run's model on the meta device to check its options
     with torch.device("meta"):
         model = build_model(name, {"vocab_size": 1000, "max_src_len": 400, "max_tgt_len": 100}, {})
     assert count_parameters(model)["total"] > 0

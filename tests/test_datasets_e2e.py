@@ -140,21 +140,32 @@ decode.beam_size = 2
 """
 
 
+E2E = {  # experiment: (tiny profile settings (no model options: the runs mix models), dataset, LEAD rows,
+         # trained models in file order)
+    "inshorts_transformer": ('data.max_src_len = 96\ntrain.accum_steps = 2\ntrain.batch_size = 8\n'
+                             'train.warmup = 4\ndecode.min_len = 5\ndecode.max_len = 30', "inshorts", ("lead60", "lead"),
+                             ["transformer", "transformer_pointer", "pointer_generator"]),
+    "inshorts_headline": ('train.batch_size = 8\ntrain.warmup = 4\ndecode.max_len = 12', "inshorts", ("lead",),
+                          ["transformer", "transformer_pointer", "pointer_generator"]),
+    "cnn_pointer": ('hidden = 32\nemb_dim = 32\ndata.max_src_len = 120\ntrain.batch_size = 8\n'
+                    'decode.min_len = 3\ndecode.max_len = 20',
+                    "cnn_dailymail_see", ("lead",),
+                    ["bilstm", "pointer_generator", "pointer_generator", "pointer_generator"]),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name, extra", [
-    ("inshorts_transformer", 'd_model = 64\nd_ff = 128\nlayers = 1\ndata.max_src_len = 96\ntrain.accum_steps = 2\n'
-                             'train.batch_size = 8\ntrain.warmup = 4\ndecode.min_len = 5\ndecode.max_len = 30'),
-    ("cnn_pointer", 'data.options = { hf = "" }\nhidden = 32\nemb_dim = 32\ndata.max_src_len = 120\n'
-                    'train.batch_size = 8\ndecode.min_len = 3\ndecode.max_len = 20'),
-], ids=["inshorts_transformer", "cnn_pointer"])
-def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name, extra):
-    """The committed experiment file, every run, with a tiny profile appended (the staged data)."""
-    dataset = {"inshorts_transformer": "inshorts", "cnn_pointer": "cnn_dailymail"}[name]
+@pytest.mark.parametrize("name", list(E2E))
+def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name):
+    """The committed experiment file, every run (seed 1), with a tiny profile appended (the staged data)."""
+    extra, dataset, leads, models = E2E[name]
     try:
         resolve_data_dir(dataset)
     except DataError:
         pytest.skip(f"staged {dataset} not available")
     text = (REPO / "experiments" / f"{name}.toml").read_text(encoding="utf-8")
+    # one seed; the runs' own cpu-profile settings (model sizes) under the tiny profile
+    text = text.replace("seeds = [1, 2, 3]", "seeds = [1]").replace("[runs.profiles.cpu]", "[runs.profiles.tiny]")
     toml = tmp_path / f"{name}.toml"
     toml.write_text(text + TINY.format(extra=extra), encoding="utf-8")
     threads = torch.get_num_threads()
@@ -162,19 +173,24 @@ def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name, ex
     torch.set_num_threads(threads)
     assert rc == 0
     recs = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "R" / name).glob("*/record.json")}
-    lead = recs.pop({"inshorts_transformer": "lead60", "cnn_pointer": "lead3"}[name])
-    assert lead["spec"]["model"] == "lead" and lead["eval"]["scores"]["rouge1"] > 0   # the LEAD row
+    for lead_name in leads:
+        lead = recs.pop(lead_name)
+        assert lead["spec"]["model"] == "lead" and lead["eval"]["scores"]["rouge1"] > 0   # the LEAD rows
     assert (tmp_path / "R" / name / "findings.json").is_file()
     recs = [recs[k] for k in sorted(recs, key=lambda k: recs[k]["order"])]
-    assert len(recs) == {"inshorts_transformer": 1, "cnn_pointer": 3}[name]
+    assert [r["spec"]["model"] for r in recs] == models
     for rec in recs:
         hist = rec["train"]["history"]
-        assert all(math.isfinite(h["train_loss"]) for h in hist) and hist[-1]["train_loss"] < hist[0]["train_loss"]
+        assert all(math.isfinite(h["train_loss"]) for h in hist)
+        if rec["spec"]["train"].get("objective", "ce") == "ce":
+            assert hist[-1]["train_loss"] < hist[0]["train_loss"]
         assert rec["data"]["sizes"] == {"train": 32, "validation": 8, "test": 4}
         assert rec["spec"]["data"]["options"]                       # the reader's options are recorded
     if name == "inshorts_transformer":
         assert recs[0]["spec"]["train"]["accum_steps"] == 2 and recs[0]["spec"]["model_options"]["pre_ln"]
         assert recs[0]["data"]["reader"]["test"]["split"]["rows_in_split"] == 226
+    elif name == "inshorts_headline":
+        assert recs[0]["data"]["reader"]["train"]["fields"]["target"] == "headlines"
     else:
-        assert [r["spec"]["model"] for r in recs] == ["bilstm", "pointer_generator", "pointer_generator"]
-        assert "CNN stories only" in recs[0]["data"]["reader"]["train"]["filter"]
+        assert "cnn stories only" in recs[0]["data"]["reader"]["train"]["filter"]
+        assert recs[3]["spec"]["train"]["objective"] == "scst"

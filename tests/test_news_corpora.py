@@ -143,6 +143,77 @@ def test_cnn_staged_files_give_the_documented_counts():
     assert cnn == {"train": 621, "validation": 975, "test": 486}
 
 
+# ------------------------------------------------------------------------------------ cnn_dailymail_see
+def _see_row(i: int, source: str, highlights: int = 3) -> dict:
+    art = ("washington ( cnn ) -- " if source == "cnn" else "by . daily mail reporter . ") + \
+        " ".join(f"tok{i}x{j}" for j in range(30)) + " ."
+    hl = "\n".join(f"highlight {k} of story {i}" for k in range(highlights))
+    return {"id": None, "article": art, "highlights": hl, "abstract": "", "source": source,
+            "source_chunk": "x", "index_in_chunk": i, "see_position": 100 + i}
+
+
+def write_see(root: Path) -> Path:
+    import gzip
+    d = root / "cnn_dailymail_see"
+    d.mkdir(parents=True)
+    rows = {"train": [_see_row(0, "cnn"), _see_row(1, "dailymail"), _see_row(2, "cnn", highlights=1),
+                      _see_row(3, "dailymail")],
+            "validation": [_see_row(4, "cnn"), _see_row(5, "dailymail")],
+            "test": [_see_row(6, "dailymail"), _see_row(7, "cnn", highlights=4)]}
+    for split, rs in rows.items():
+        with gzip.open(d / f"{split}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rs))
+    return root
+
+
+def test_cnn_see_keeps_cnn_by_source_field_first_k_highlights(tmp_path):
+    root = write_see(tmp_path)
+    st = ReadStats()
+    train = load_split("cnn_dailymail_see", root, "train", stats=st, options={"max_highlights": 2})
+    assert [e.id for e in train] == ["see-train-100", "see-train-102"]    # CNN only, by the source field
+    assert st.skipped == {"not a cnn story (source = 'dailymail')": 2}
+    assert train[0].references == ["highlight 0 of story 0\nhighlight 1 of story 0"]
+    assert train[1].references == ["highlight 0 of story 2"]              # fewer than k: all of them
+    assert st.notes["files"] == [str(root / "cnn_dailymail_see" / "train.jsonl.gz")]
+    test = load_split("cnn_dailymail_see", root, "test", options={"max_source_words": 5})
+    assert [e.id for e in test] == ["see-test-107"] and test[0].source == "washington ( cnn ) --"
+    assert test[0].references[0].count("\n") == 3                         # no limit: all 4 highlights
+    every = load_split("cnn_dailymail_see", root, "train", options={"source": "all"})
+    dm = load_split("cnn_dailymail_see", root, "train", options={"source": "dailymail"})
+    assert len(every) == 4 and [e.id for e in dm] == ["see-train-101", "see-train-103"]
+
+
+def test_cnn_see_is_not_the_raw_text_reader_and_bad_files_are_named(tmp_path):
+    from seq2seq_zoo.data.corpora import check_options
+    root = write_see(tmp_path)
+    with pytest.raises(DataError, match="cnn_dailymail.train"):          # the raw-text files are not read
+        load_split("cnn_dailymail", root, "train")
+    assert check_options("cnn_dailymail_see", {"source": "bbc"})[0] == "source"
+    assert check_options("cnn_dailymail_see", {"max_highlights": -1})[0] == "max_highlights"
+    assert check_options("cnn_dailymail_see", {"cnn_only": True})[0] == "cnn_only"
+    p = root / "cnn_dailymail_see" / "validation.jsonl.gz"
+    p.write_bytes(b"not gzip")
+    with pytest.raises(DataError, match=r"validation.jsonl.gz: not a readable gzip file"):
+        load_split("cnn_dailymail_see", root, "validation")
+    import gzip
+    with gzip.open(p, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(_see_row(4, "cnn")) + "\n{broken\n")
+    with pytest.raises(DataError, match=r"validation.jsonl.gz:2: malformed JSON line"):
+        load_split("cnn_dailymail_see", root, "validation")
+    assert len(load_split("cnn_dailymail_see", root, "validation", "skip")) == 1
+
+
+def test_cnn_see_staged_files_give_the_documented_counts():
+    from seq2seq_zoo.data.corpora import resolve_data_dir
+    try:
+        root = resolve_data_dir("cnn_dailymail_see")
+    except DataError:
+        pytest.skip("staged cnn_dailymail_see not available")
+    test = load_split("cnn_dailymail_see", root, "test", options={"max_highlights": 2})
+    assert len(test) == 1092 and all(e.source == e.source.lower() for e in test[:50])
+    assert all(1 <= e.references[0].count("\n") + 1 <= 2 for e in test)
+
+
 # ------------------------------------------------------------------------------------------- inshorts
 HEADER = ["author", "date", "headlines", "read_more", "text", "ctext"]
 
@@ -244,3 +315,22 @@ def test_inshorts_staged_file_counts():
     skipped = sum(st.skipped.get("empty or missing source", 0) for st in stats.values())
     assert skipped == 118 and sum(sizes.values()) == 4514 - 118
     assert [stats[s].notes["split"]["rows_in_split"] for s in stats] == [4062, 226, 226]
+
+
+def test_inshorts_text_to_headline_same_draw_as_ctext(tmp_path):
+    """source = "text": the ~60-word summary becomes the source, the headline the target; the split draw
+    is the same as for ctext -> text (rows with an empty ctext are kept: their text is not empty)."""
+    root = write_inshorts(tmp_path, n=40)
+    st = ReadStats()
+    ex = load_split("inshorts", root, "validation", stats=st, options={"source": "text", "target": "headlines"})
+    rows = split_draw(40, [0.9, 0.05, 0.05], 0)["validation"]
+    assert [e.id for e in ex] == [f"inshorts-{r}" for r in rows]
+    assert [(e.source, e.references) for e in ex] == [(f"Summary text of story {r} here.", [f"Headline {r}"])
+                                                      for r in rows]
+    assert st.notes["fields"]["source"] == "text" and st.notes["fields"]["target"] == "headlines"
+    full = sum(len(load_split("inshorts", root, s, options={"source": "text", "target": "headlines"}))
+               for s in ("train", "validation", "test"))
+    assert full == 40                                             # empty ctext does not matter here
+    from seq2seq_zoo.data.corpora import check_options
+    assert check_options("inshorts", {"source": "headlines"})[0] == "source"
+    assert check_options("inshorts", {"source": "text", "target": "text"})[0] == "target"

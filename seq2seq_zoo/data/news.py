@@ -4,12 +4,18 @@
 sentences separated by "\\n"), from ``<data_dir>/cnn_dailymail/cnn_dailymail.<split>*.jsonl`` (all files of a
 split, in name order: the staged train split is two files), or from the Hugging Face hub with ``hf``.
 
+``cnn_dailymail_see``: CNN/DailyMail as See et al. (2017) prepared it (lower-cased, word-tokenized), from
+``<data_dir>/cnn_dailymail_see/<split>.jsonl.gz`` (gzipped JSON Lines with ``article``, ``highlights`` and
+``source`` = ``cnn`` / ``dailymail``). A corpus of its own: never mixed with the raw-text ``cnn_dailymail`` files.
+
 ``inshorts``: the Kaggle ``news_summary.csv`` (author, date, headlines, read_more, text, ctext). It has no
 splits: train / validation / test are drawn once over all rows with a fixed seed (see :func:`inshorts`).
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -136,13 +142,103 @@ cnn_dailymail.check_options = _cnn_check
 cnn_dailymail.uses_data_dir = _cnn_uses_dir
 
 
+# ------------------------------------------------------------------------------- cnn_dailymail_see
+SEE_SOURCES = ("cnn", "dailymail", "all")
+
+
+def _see_check(options: dict):
+    if options.get("source", "cnn") not in SEE_SOURCES:
+        return "source", f"{options['source']!r} is not one of {', '.join(SEE_SOURCES)}"
+    for k in ("max_highlights", "max_source_words"):
+        if options.get(k, 0) < 0:
+            return k, f"{options[k]} must be >= 0 (0 = no limit)"
+    return None
+
+
+def _gz_jsonl(path: Path, stats: ReadStats, on_bad: str):
+    """(line number, object) for every line of a gzipped JSON Lines file."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (the See et al. CNN/DailyMail files are "
+                        "<split>.jsonl.gz in the cnn_dailymail_see folder)")
+    try:
+        with gzip.open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                    if not isinstance(obj, dict):
+                        raise ValueError("not a JSON object")
+                except (UnicodeDecodeError, ValueError) as e:
+                    if on_bad == "skip":
+                        stats.skip("malformed line")
+                        continue
+                    raise DataError(f"{path}:{lineno}: malformed JSON line ({e}); fix the line or set "
+                                    f"data.on_bad = \"skip\" to skip such lines") from None
+                yield lineno, obj
+    except (OSError, EOFError) as e:
+        raise DataError(f"{path}: not a readable gzip file ({e}); fetch the file again") from None
+
+
+@register_dataset("cnn_dailymail_see")
+def cnn_dailymail_see(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
+                      source: str = "cnn", max_highlights: int = 0, max_source_words: int = 0):
+    """CNN/DailyMail in See et al.'s tokenized, lower-cased form (<split>.jsonl.gz); highlights one a line.
+
+    source            "cnn" (default), "dailymail" or "all": keep the stories of that source (the
+                      ``source`` field of each row)
+    max_highlights    keep the first k highlight sentences (0 = all; See et al.'s CNN setting in the
+                      recurrent paper: 2)
+    max_source_words  truncate the article to its first k tokens (0 = no limit; See et al.: 400)
+    """
+    stats = stats or ReadStats()
+    path = Path(data_dir) / "cnn_dailymail_see" / f"{split}.jsonl.gz"
+    _note_file(stats, path, {
+        "source": "article" + (f" (first {max_source_words} tokens)" if max_source_words else ""),
+        "target": "highlights, one sentence a line" + (f" (first {max_highlights})" if max_highlights else ""),
+        "id": f"see-{split}-<see_position>"})
+    out = []
+    for lineno, obj in _gz_jsonl(path, stats, on_bad):
+        missing = [k for k in ("article", "highlights", "source") if k not in obj]
+        if missing:
+            if on_bad == "skip":
+                stats.skip("missing field")
+                continue
+            raise DataError(f"{path}:{lineno}: missing field '{missing[0]}' (has {', '.join(sorted(obj))}); "
+                            "a row needs article, highlights and source")
+        if source != "all" and obj["source"] != source:
+            stats.skip(f"not a {source} story (source = {obj['source']!r})")
+            continue
+        article, highlights = obj["article"], obj["highlights"]
+        if isinstance(article, str) and max_source_words:
+            article = " ".join(article.split()[:max_source_words])
+        if isinstance(highlights, str):
+            sents = [h.strip() for h in highlights.split("\n") if h.strip()]
+            highlights = "\n".join(sents[:max_highlights] if max_highlights else sents)
+        pos = obj.get("see_position")
+        id_ = obj.get("id") or (f"see-{split}-{pos}" if pos is not None else f"see-{split}-line{lineno}")
+        ex = _make(stats, path, lineno, on_bad, id_, article, [highlights])
+        if ex is not None:
+            out.append(ex)
+    stats.notes["filter"] = ("all stories" if source == "all"
+                             else f"{source} stories only (the source field of each row)")
+    return out
+
+
+cnn_dailymail_see.check_options = _see_check
+
+
 # ------------------------------------------------------------------------------------------- inshorts
 INSHORTS_FILES = ("news_summary.utf8.csv", "news_summary.csv")  # staged UTF-8 copy, or Kaggle's Latin-1 original
 
 
 def _inshorts_check(options: dict):
+    if options.get("source", "ctext") not in ("ctext", "text"):
+        return "source", f"{options['source']!r} is not one of ctext, text"
     if options.get("target", "text") not in ("text", "headlines"):
         return "target", f"{options['target']!r} is not one of text, headlines"
+    if options.get("source", "ctext") == options.get("target", "text"):
+        return "target", f"{options['target']!r} is also the source (use source = \"text\" with target = \"headlines\")"
     for k in ("min_source_chars", "min_summary_chars"):
         if options.get(k, 0) < 0:
             return k, f"{options[k]} must be >= 0"
@@ -175,10 +271,11 @@ def _decode_csv(path: Path, stats: ReadStats) -> str:
 
 @register_dataset("inshorts")
 def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats | None = None, *,
-             target: str = "text", min_source_chars: int = 0, min_summary_chars: int = 0,
+             source: str = "ctext", target: str = "text", min_source_chars: int = 0, min_summary_chars: int = 0,
              split_fractions: list[float] = (0.9, 0.05, 0.05), split_seed: int = 0):
-    """Inshorts news summary (csv: source ctext; target text, or headlines); seeded 90/5/5 split.
+    """Inshorts news summary (csv: source ctext or text; target text or headlines); seeded 90/5/5 split.
 
+    source             "ctext" (the full article) or "text" (the ~60-word summary: text -> headline)
     target             "text" (the ~60-word summary) or "headlines"
     min_source_chars   drop rows whose source is shorter (the published recipe: 50)
     min_summary_chars  drop rows whose target is shorter (the published recipe: 10)
@@ -191,10 +288,10 @@ def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: Read
     if path is None:
         raise DataError(f"{folder}: none of {', '.join(INSHORTS_FILES)} found (get it with `zoo data download "
                         "inshorts`)")
-    _note_file(stats, path, {"source": "ctext", "target": target, "id": "inshorts-<row> (0-based data row)"})
+    _note_file(stats, path, {"source": source, "target": target, "id": "inshorts-<row> (0-based data row)"})
     reader = csv_rows(_decode_csv(path, stats), path)
     header = next(reader, (1, []))[1]
-    for col in ("ctext", target):
+    for col in (source, target):
         if col not in header:
             raise DataError(f"{path}:1: no column '{col}' in the header ({', '.join(header) or 'empty'}); "
                             "expected the Kaggle news_summary.csv columns author, date, headlines, read_more, "
@@ -204,7 +301,7 @@ def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: Read
         rows.append((lineno, row))
     fractions = list(split_fractions)
     draw = split_draw(len(rows), fractions, split_seed)
-    src_i, tgt_i = header.index("ctext"), header.index(target)
+    src_i, tgt_i = header.index(source), header.index(target)
     out = []
     for r in draw[split]:
         lineno, row = rows[r]

@@ -23,8 +23,7 @@ def cmd_data(args) -> int:
 
 def _data_info(args) -> int:
     """zoo data info NAME|EXPERIMENT: where the data was found, files, split sizes, fields, split draw."""
-    import tomllib
-
+    from seq2seq_zoo.config.toml_lines import parse_value
     from seq2seq_zoo.data.corpora import (ReadStats, check_options, describe_source, load_split, reader_options,
                                           resolve_data_dir, uses_data_dir)
     from seq2seq_zoo.registry import DATASETS
@@ -41,10 +40,7 @@ def _data_info(args) -> int:
         if "=" not in item:
             raise UserError(f"--option {item!r}: expected KEY=VALUE, e.g. --option cnn_only=true")
         k, v = (x.strip() for x in item.split("=", 1))
-        try:
-            options[k] = tomllib.loads(f"v = {v}")["v"]
-        except tomllib.TOMLDecodeError:
-            options[k] = v
+        options[k] = parse_value(v)
     from seq2seq_zoo.config import option_type_problem
     bad = option_type_problem(name, options) or check_options(name, options)
     if bad:

@@ -3,13 +3,12 @@ decoding's settings in words (``describe``: what records and tables print)."""
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from seq2seq_zoo.config.schema import DEFAULT_DECODE_NAME, DecodeConfig, decode_too_long
 from seq2seq_zoo.config.spec import DecodeVariant, RunSpec
-from seq2seq_zoo.config.toml_lines import _Where
+from seq2seq_zoo.config.toml_lines import _Where, parse_value
 from seq2seq_zoo.config.values import _build
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
@@ -55,10 +54,7 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
         if "=" not in part:
             raise ConfigError(f"{where}: {part!r} is not KEY=VALUE (e.g. beam_size=8,length_penalty=1.0)")
         k, v = (x.strip() for x in part.split("=", 1))
-        try:
-            over[k] = tomllib.loads(f"v = {v}")["v"]
-        except tomllib.TOMLDecodeError:
-            over[k] = v
+        over[k] = parse_value(v)
     if not over:
         raise ConfigError(f"{where}: no decode settings given (e.g. beam_size=8,length_penalty=1.0)")
     ctx = _Where(Path(where), "")

@@ -11,6 +11,15 @@ from pathlib import Path
 from seq2seq_zoo.errors import ConfigError
 
 
+def parse_value(text: str):
+    """A command-line VALUE (``--option k=VALUE``, ``--decode k=VALUE``) read as TOML: numbers, booleans,
+    lists and quoted strings keep their type; anything TOML cannot read is the bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
 def parse_toml(text: str) -> dict:
     """The TOML ``text`` as a dict (``tomllib.TOMLDecodeError`` when it is not TOML). One command reads an
     experiment file more than once (its profiles for ``--profile auto``, then the runs), so the parse of

@@ -248,6 +248,6 @@ def test_cnn_dailymail_through_hf_option(tmp_path):
 def test_zoo_list_datasets_shows_reader_options(capsys):
     assert main(["list", "datasets"]) == 0
     out = capsys.readouterr().out
-    assert "options: target='text', min_source_chars=0" in out          # inshorts
+    assert "options: source='ctext', target='text', min_source_chars=0" in out          # inshorts
     assert "options: cnn_only=False, cnn_ids='', max_highlights=0" in out   # cnn_dailymail
     assert "options: train='', validation='', test='', source=''" in out # jsonl / csv / tsv

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
 import inspect
 import io
 import json
@@ -93,7 +94,17 @@ def _jsonl(path: Path, stats: ReadStats, on_bad: str, encoding: str = "utf-8"):
     except (LookupError, TypeError):
         raise DataError(f"{path}: unknown text encoding {encoding!r} (data.options.encoding); use e.g. \"utf-8\", "
                         "\"latin-1\" or \"cp1252\"") from None
-    with open(path, "rb") as f:
+    if path.suffix == ".gz":   # gzipped JSON Lines: the same rows, read through gzip
+        try:
+            yield from _jsonl_rows(path, gzip.open(path, "rb"), stats, on_bad, encoding)
+        except (OSError, EOFError) as e:
+            raise DataError(f"{path}: not a readable gzip file ({e}); fetch the file again") from None
+    else:
+        yield from _jsonl_rows(path, open(path, "rb"), stats, on_bad, encoding)
+
+
+def _jsonl_rows(path: Path, stream, stats: ReadStats, on_bad: str, encoding: str):
+    with stream as f:
         for lineno, raw in enumerate(f, 1):
             if not raw.strip():
                 continue

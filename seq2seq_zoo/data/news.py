@@ -13,9 +13,7 @@ splits: train / validation / test are drawn once over all rows with a fixed seed
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -156,28 +154,11 @@ def _see_check(options: dict):
 
 
 def _gz_jsonl(path: Path, stats: ReadStats, on_bad: str):
-    """(line number, object) for every line of a gzipped JSON Lines file."""
+    """(line number, object) for every line of a gzipped JSON Lines file (``corpora._jsonl`` reads it)."""
     if not path.is_file():
         raise DataError(f"{path}: file not found (the See et al. CNN/DailyMail files are "
                         "<split>.jsonl.gz in the cnn_dailymail_see folder)")
-    try:
-        with gzip.open(path, "rb") as f:
-            for lineno, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw.decode("utf-8"))
-                    if not isinstance(obj, dict):
-                        raise ValueError("not a JSON object")
-                except (UnicodeDecodeError, ValueError) as e:
-                    if on_bad == "skip":
-                        stats.skip("malformed line")
-                        continue
-                    raise DataError(f"{path}:{lineno}: malformed JSON line ({e}); fix the line or set "
-                                    f"data.on_bad = \"skip\" to skip such lines") from None
-                yield lineno, obj
-    except (OSError, EOFError) as e:
-        raise DataError(f"{path}: not a readable gzip file ({e}); fetch the file again") from None
+    yield from _jsonl(path, stats, on_bad)
 
 
 @register_dataset("cnn_dailymail_see")

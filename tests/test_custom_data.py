@@ -251,3 +251,19 @@ def test_zoo_list_datasets_shows_reader_options(capsys):
     assert "options: source='ctext', target='text', min_source_chars=0" in out          # inshorts
     assert "options: cnn_only=False, cnn_ids='', max_highlights=0" in out   # cnn_dailymail
     assert "options: train='', validation='', test='', source=''" in out # jsonl / csv / tsv
+
+
+def test_data_not_found_names_each_folder_once(tmp_path, monkeypatch):
+    """Run from the repository itself, the working-directory and package defaults are one folder: the
+    message lists it once."""
+    from seq2seq_zoo.data import corpora
+    monkeypatch.delenv("ZOO_DATA", raising=False)
+    monkeypatch.setattr(corpora, "_REPO", tmp_path / "repo")
+    (tmp_path / "repo").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")
+    with pytest.raises(DataError) as e:
+        resolve_data_dir("dialogsum")
+    msg = str(e.value)
+    listed = msg.split("looked in: ")[1].split(". Get it")[0].split("; ")
+    assert listed == [f"{tmp_path / 'repo' / 'data' / 'dialogsum'} (default)",
+                      f"{tmp_path / 'shared' / 'data' / 'dialogsum'} (default)"]

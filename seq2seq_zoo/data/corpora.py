@@ -57,8 +57,12 @@ def candidate_dirs(flag: str | None = None, config: str | None = None) -> list[t
         out.append(("ZOO_DATA", Path(os.environ["ZOO_DATA"])))
     if config:
         out.append(("data_dir in the experiment file", Path(config)))
-    out += [("default", Path.cwd() / "data"), ("default", _REPO / "data"),
-            ("default", Path.cwd().parent / "shared" / "data"), ("default", _REPO.parent / "shared" / "data")]
+    seen = {d.resolve() for _, d in out}
+    for d in (Path.cwd() / "data", _REPO / "data", Path.cwd().parent / "shared" / "data",
+              _REPO.parent / "shared" / "data"):
+        if d.resolve() not in seen:  # run from the repository, the cwd and package defaults coincide
+            seen.add(d.resolve())
+            out.append(("default", d))
     return out
 
 

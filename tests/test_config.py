@@ -67,6 +67,38 @@ def test_grid_and_seeds_expand(tmp_path):
         ("r-lr0.01-seed1", 1, 0.01), ("r-lr0.01-seed2", 2, 0.01), ("r-lr0.1-seed1", 1, 0.1), ("r-lr0.1-seed2", 2, 0.1)]
 
 
+def test_a_run_can_have_its_own_seeds(tmp_path):
+    """A power analysis may ask for more seeds for the two arms of one finding than for the rest of the
+    file: ``seeds = [...]`` on a run; ``like`` takes it over unless the run gives its own seed choice."""
+    p = write(tmp_path, """
+        [[runs]]
+        name = "a"
+        seeds = [1, 2, 3, 4]
+
+        [[runs]]
+        name = "b"
+
+        [[runs]]
+        name = "c"
+        like = "a"
+
+        [[runs]]
+        name = "d"
+        like = "a"
+        seed = 7
+    """, head=HEAD.replace('metrics = ["rouge"]', 'metrics = ["rouge"]\nseeds = [1, 2, 3]'))
+    names = [(r.name, r.seed) for r in load_experiment(p).runs]
+    assert names == [(f"a-seed{s}", s) for s in (1, 2, 3, 4)] + [(f"b-seed{s}", s) for s in (1, 2, 3)] + \
+        [(f"c-seed{s}", s) for s in (1, 2, 3, 4)] + [("d", 7)]
+    assert [r.name for r in load_experiment(p, only=["a"]).runs] == [f"a-seed{s}" for s in (1, 2, 3, 4)]
+    for body, words in (('seed = 1\nseeds = [2]', ["runs[0].seeds", "not both"]),
+                        ("seeds = []", ["runs[0].seeds", "non-empty list"]),
+                        ("seeds = [1, 1]", ["runs[0].seeds", "seed 1 is given twice"])):
+        with pytest.raises(ConfigError) as e:
+            load_experiment(write(tmp_path, f'[[runs]]\nname = "a"\n{body}\n', name="bad.toml"))
+        assert all(w in str(e.value) for w in words), str(e.value)
+
+
 BAD = [
     # (body, words the message must contain)
     ('d_modle = 32\n[[runs]]\nname = "a"\n', ["d_modle", "d_model"]),

@@ -87,6 +87,7 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
     _check_name(ctx, f"{label}.model", MODELS, model)
     name = run.pop("name")
     run.pop("seed", None)
+    run.pop("seeds", None)
     desc = run.pop("description", "")
     same_as = run.pop("same_as", None)
     if same_as is not None and not (isinstance(same_as, str) and re.fullmatch(SAME_AS_PATTERN, same_as)):
@@ -256,8 +257,15 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             raise ctx.fail(f"runs[{i}]", "every [[runs]] entry needs a name")
         if name_problem(run["name"]):
             raise ctx.fail(f"runs[{i}].name", f"{name_problem(run['name'])}; it must be {NAME_RULE}")
+        if "seed" in run and "seeds" in run:
+            raise ctx.fail(f"runs[{i}].seeds", "give seed (one seed) or seeds (a list), not both")
         if "seed" in run:
             _check_seeds(ctx, f"runs[{i}].seed", [run["seed"]])
+        if "seeds" in run:
+            rs = run["seeds"]
+            if not isinstance(rs, list) or not rs or not all(isinstance(s, int) and not isinstance(s, bool) for s in rs):
+                raise ctx.fail(f"runs[{i}].seeds", f"expected a non-empty list of integers, got {rs!r}")
+            _check_seeds(ctx, f"runs[{i}].seeds", rs)
     ctx.runs = runs
     for i, run in enumerate(runs):
         run = _with_like(ctx, i, runs)
@@ -271,7 +279,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             seen.add(run["name"])
             merged = _merge({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
             merged.setdefault("description", exp.get("description", ""))
-            specs.append(_spec_from(ctx, name, merged, run.get("seed", seeds[0]), profile, exp.get("data_dir"),
+            specs.append(_spec_from(ctx, name, merged, run.get("seed", run.get("seeds", seeds)[0]), profile, exp.get("data_dir"),
                                     f"runs[{i}]"))
             groups.append(run["name"])
             continue
@@ -283,7 +291,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{rname}'; run names must be unique")
             seen.add(rname)
             groups.append(rname)
-            run_seeds = [run["seed"]] if "seed" in run else seeds
+            run_seeds = [run["seed"]] if "seed" in run else run.get("seeds", seeds)
             for seed in run_seeds:
                 full = rname if len(run_seeds) == 1 else f"{rname}-seed{seed}"
                 if name_problem(full):  # a grid value or a seed suffix makes the folder name
@@ -351,6 +359,9 @@ def _with_like(ctx: _Where, i: int, runs: list[dict], chain: tuple[int, ...] = (
     base = _with_like(ctx, j, runs, (*chain, i))
     base = {k: v for k, v in base.items() if k not in NOT_INHERITED}
     own = {k: v for k, v in run.items() if k != "like"}
+    for one, other in (("seed", "seeds"), ("seeds", "seed")):
+        if one in own:  # this run's own seed choice replaces the one it started from
+            base.pop(other, None)
     return _merge(base, own)
 
 

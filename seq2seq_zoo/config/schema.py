@@ -113,7 +113,7 @@ def inert_settings(flat: dict[str, Any]) -> set[str]:
 
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "eval": EvalConfig}
-RUN_KEYS = {"name", "model", "seed", "description", "same_as", "like"}
+RUN_KEYS = {"name", "model", "seed", "seeds", "description", "same_as", "like"}
 NOT_INHERITED = ("name", "description", "same_as", "like")   # what `like` does not take over
 SAME_AS_PATTERN = r"[\w.-]+/[\w.-]+"   # a run's same_as: "EXPERIMENT/RUN" (reuse.py)
 EXPERIMENT_KEYS = {"name", "description", "dataset", "metrics", "seeds", "data_dir", "models"}

@@ -37,6 +37,8 @@ RUN_DOC = {
     "name": ("str", "required", "the run's name (letters, digits, `_`, `-`, `.`)"),
     "model": ("str", "from [defaults]", "a registered model (`zoo list models`); its options are keys of the run"),
     "seed": ("int", "the experiment's seeds", "one seed for this run only"),
+    "seeds": ("list[int]", "the experiment's seeds", "this run's own seeds (e.g. more seeds for the two arms of a "
+              "finding that a power analysis asks for), each a run `<run>-seed<N>`"),
     "description": ("str", '""', "what the run is, shown in the report"),
     "same_as": ("str", "none", '`"EXPERIMENT/RUN"`: take over that finished run when its settings are identical'),
     "like": ("str", "none", "start from the run of that name in this file and override its keys"),

@@ -213,3 +213,17 @@ def test_max_steps_and_early_stopping(tmp_path):
                                                           precision="fp32"),
              seed=0, ckpt_dir=tmp_path / "b", device=CPU, **quiet)
     assert st.stopped_early and len(st.history) == 3
+
+
+def test_early_stopping_inside_an_epoch_stops_at_that_update(tmp_path):
+    """With validation every N updates (train.val_every), patience counts those validations: the run stops
+    at the update that used it up, not at the end of the epoch (and says so once)."""
+    vocab, data = tiny_encoded(16)
+    said = []
+    st = fit(_fresh(len(vocab)), data, data, TrainConfig(epochs=3, batch_size=2, lr=1e-12, patience=2, val_every=1,
+                                                         precision="fp32"),
+             seed=0, ckpt_dir=tmp_path, device=CPU, progress=False, log=said.append)
+    assert st.stopped_early and st.finished
+    assert st.step == 3 < len(data) // 2           # best at update 1, two validations without gain
+    assert [p["step"] for p in st.val_curve] == [1, 2, 3]
+    assert sum("early stopping" in m for m in said) == 1

@@ -258,8 +258,8 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                     if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
                         _timed_save(st, row, t0, save, last)
                         t0 = time.perf_counter()
-                    if cfg.max_steps and st.step >= cfg.max_steps:
-                        break
+                    if (cfg.max_steps and st.step >= cfg.max_steps) or st.stopped_early:
+                        break  # patience used up by a validation inside the epoch: stop at this update
                 last_log = _show_progress(bar, st, row, loss_value, t0, last_log, len(batches), log)
                 if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
                     break  # only at an update boundary, so the saved state resumes exactly

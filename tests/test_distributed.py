@@ -322,17 +322,19 @@ raise SystemExit(distributed.end_process(0))
 
 @pytest.mark.slow
 def test_two_rank_runs_that_finish_cleanly_exit_0_every_time(tmp_path):
-    """The end of `zoo run --nproc 2` (train with DDP, shutdown(wait=True), end_process), 12 two-rank
+    """The end of `zoo run --nproc 2` (train with DDP, shutdown(wait=True), end_process), 6 two-rank
     torchrun launches, two at a time: every one exits 0. Without end_process (the interpreter's own
-    teardown after destroy_process_group) the same program aborted 7 of 30 times on the 2-core VM
-    ("terminate called without an active exception", a rank's exit -6)."""
+    teardown after destroy_process_group) the same program aborted 7 of 30 launches on a 2-core machine
+    ("terminate called without an active exception", a rank's exit -6), so 6 launches catch that
+    regression 4 times in 5 (1 - (23/30)^6); end_process itself is checked exactly by
+    test_end_process_after_leaving_the_group_flushes_and_exits_with_the_code_without_teardown."""
     script = tmp_path / "two_ranks.py"
     script.write_text(_TWO_RANK_SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     env = {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
     failures = []
-    for _ in range(6):
+    for _ in range(3):
         procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True) for _ in range(2)]
         for p in procs:

@@ -104,7 +104,7 @@ def test_readme_is_a_guide_not_a_notebook():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 350
     # CI installs and tests exactly as the README says
-    assert 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q' in text
+    assert 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q -n auto --dist loadfile' in text
     assert "pip install torch==2.13.0 && pip install -e . && zoo run experiments/smoke.toml" in text
 
 

@@ -89,6 +89,7 @@ SCHEMAS: dict[str, dict] = {
                            "input": {"type": "string"}, "references": _STR_LIST, "output": {"type": "string"}}}}}},
     "experiment.json": {"type": "object", "properties": {
         "experiment": {"type": "string"}, "file": {"type": ["string", "null"]}, "profile": {"type": ["string", "null"]},
+        "headline_decode": {"type": ["string", "null"]},
         "findings": {"type": "array", "items": {"type": "object"}}}},
     "findings.json": {"type": "array", "items": {"type": "object", "required": ["claim", "metric", "verdict"],
                                                  "properties": {"claim": {"type": "string"},

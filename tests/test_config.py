@@ -99,6 +99,19 @@ def test_a_run_can_have_its_own_seeds(tmp_path):
         assert all(w in str(e.value) for w in words), str(e.value)
 
 
+
+def test_one_decode_entry_can_be_the_headline(tmp_path):
+    """``headline = true`` marks the [[decode]] entry chosen on validation (the leaderboard shows it)."""
+    two = '[[decode]]\nname = "x"\nbeam_size = 2\nheadline = true\n[[decode]]\nname = "y"\nbeam_size = 3\nheadline = true'
+    for extra, words in ((two, ["decode[1].headline", "only one", "'x' already is"]),
+                         ('[[decode]]\nname = "x"\nbeam_size = 2\nheadline = "yes"', ["decode[0].headline", "true or false"])):
+        with pytest.raises(ConfigError) as e:
+            load_experiment(write(tmp_path, f'[[runs]]\nname = "a"\n{extra}\n', name="dec.toml"))
+        assert all(w in str(e.value) for w in words), str(e.value)
+    exp = load_experiment(write(tmp_path, '[[runs]]\nname = "a"\n[[decode]]\nname = "x"\nbeam_size = 2\nheadline = true\n',
+                                name="dec.toml"))
+    assert [(d.name, d.overrides, d.headline) for d in exp.decodes] == [("x", {"beam_size": 2}, True)]
+
 BAD = [
     # (body, words the message must contain)
     ('d_modle = 32\n[[runs]]\nname = "a"\n', ["d_modle", "d_model"]),

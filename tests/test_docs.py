@@ -173,6 +173,41 @@ def test_leaderboard_from_records(tmp_path):
     assert "[inshorts_transformer](results/inshorts_transformer/README.md)" in head
 
 
+def test_headline_decoding_replaces_the_runs_own_on_the_leaderboard(tmp_path):
+    """``[[decode]] headline = true`` (noted by zoo run in experiment.json): the leaderboard and the README
+    headline take every trained run with that decoding; without it, with the run's own."""
+    import json
+    from seq2seq_zoo.report import leaderboard as lb
+    src = ROOT / "results" / "dialogsum_transformer"
+    dest = tmp_path / "results" / "dialogsum_transformer"
+    runs = [f"seed_reports-seed{s}" for s in (1, 2, 3)]
+    for run in [*runs, "lead"]:
+        (dest / run).mkdir(parents=True)
+        for name in ("record.json", "scores.jsonl"):
+            shutil.copy(src / run / name, dest / run / name)
+        if run != "lead":
+            shutil.copytree(src / run / "decodes" / "beam8_hf1", dest / run / "decodes" / "beam8_hf1")
+
+    def best():
+        (e,) = [e for e in lb.best_per_family(lb.collect(tmp_path / "results")) if e.kind == "trained"]
+        return e
+
+    def mean(path):
+        return sum(json.loads((dest / r / path).read_text(encoding="utf-8"))["eval"]["scores"]["rouge1"]
+                   for r in runs) / 3
+
+    own = best()
+    assert own.group.decode in (None, "default") and own.mean() == pytest.approx(mean("record.json"))
+    (dest / "experiment.json").write_text(json.dumps({"experiment": "dialogsum_transformer", "file": None,
+                                                      "profile": "cpu", "headline_decode": "beam8_hf1",
+                                                      "findings": []}), encoding="utf-8")
+    chosen = best()
+    assert chosen.group.decode == "beam8_hf1" and chosen.group.label == "seed_reports/beam8_hf1"
+    assert chosen.mean() == pytest.approx(mean("decodes/beam8_hf1/record.json")) != pytest.approx(own.mean())
+    assert chosen.lead is not None and chosen.lead.rows[0]["model"] == "lead"
+    assert [e.group.label for e in lb.collect(tmp_path / "results")].count("seed_reports") == 0
+
+
 # ---------------------------------------------------------------------------------- own-data example
 def test_own_data_example_loads_and_reads(monkeypatch, capsys):
     from seq2seq_zoo.cli import main

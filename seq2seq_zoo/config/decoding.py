@@ -24,6 +24,12 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
             raise ctx.fail(label, "must be an array of tables ([[decode]] with name = \"...\" and decode keys)")
         over = dict(entry)
         name = over.pop("name", None)
+        headline = over.pop("headline", False)
+        if not isinstance(headline, bool):
+            raise ctx.fail(f"{label}.headline", f"expected true or false, got {headline!r}")
+        if headline and any(v.headline for v in out):
+            raise ctx.fail(f"{label}.headline", "only one [[decode]] entry can be the headline decoding "
+                           f"('{next(v.name for v in out if v.headline)}' already is)")
         if name is None:
             raise ctx.fail(label, "every [[decode]] entry needs a name (it labels the table rows)")
         if name_problem(name):
@@ -40,7 +46,7 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
             if too_long:
                 raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
                                f"decode '{name}' of run '{spec.name}': {too_long}")
-        out.append(DecodeVariant(name, over))
+        out.append(DecodeVariant(name, over, headline))
     return out
 
 

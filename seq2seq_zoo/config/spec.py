@@ -60,6 +60,7 @@ class DecodeVariant:
     """One [[decode]] entry: re-decode every run's best checkpoint with these decode.* overrides."""
     name: str
     overrides: dict[str, Any]
+    headline: bool = False   # chosen on validation: the leaderboard and README show the runs decoded so
 
     def apply(self, base: DecodeConfig) -> DecodeConfig:
         return dataclasses.replace(base, **copy.deepcopy(self.overrides))

@@ -51,7 +51,9 @@ TOP_DOC = {
     "runs": "`[[runs]]`: one table per run; any default may be overridden",
     "grid": "`KEY = [values...]`: one run per combination, crossed with the runs",
     "findings": "`[[findings]]`: published claims judged on the results (`claim`, `metric`, `source`, `note`)",
-    "decode": "`[[decode]]`: decoding variants of every run's best checkpoint (`name` and `decode.*` keys)",
+    "decode": "`[[decode]]`: decoding variants of every run's best checkpoint (`name` and `decode.*` keys; "
+              "`headline = true` on the one chosen on the validation split: the leaderboard and the README "
+              "headline then show every trained run of the file with it)",
 }
 
 

@@ -298,6 +298,7 @@ def write_declared(exp_dir: Path, exp) -> None:
     """Stored by ``zoo run`` so ``zoo report`` can judge the file's findings from results alone."""
     atomic_write_text(Path(exp_dir) / EXPERIMENT_FILE, json.dumps({
         "experiment": exp.name, "file": str(exp.path), "profile": exp.profile,
+        "headline_decode": next((d.name for d in exp.decodes if d.headline), None),
         "findings": [f.to_dict() for f in exp.findings]}, indent=1) + "\n")
 
 

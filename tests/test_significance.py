@@ -332,15 +332,17 @@ def test_findings_index_keeps_archived_results_out_of_the_tally(tmp_path, dialog
     _declare(exp, [Finding("sys > lead", "sys", "lead", ">", "rouge1", source="made up")])
     build_report(exp)
     shutil.copytree(exp, exp.parent / "round1" / "sig")
+    shutil.copytree(exp, exp.parent / "archive" / "sig_raw")
     text = write_findings_index(exp.parent).read_text()
-    head, archive = text.split("## Archive: results made before the correctness fixes (not counted)")
+    head, archive = text.split("## Archive: superseded results (not counted)")
     assert "Current results: 1 finding(s), 1 judged: 1 hold" in head
-    assert "round1/sig" in archive and "round1/sig" not in head
+    for old in ("round1/sig", "archive/sig_raw"):
+        assert old in archive and old not in head
 
 
 def test_zoo_power_plans_seeds(tmp_path, capsys):
     """`zoo power`: per current finding the seeds for 80% power, from findings.json; round1/ is left out."""
-    for exp in ("e", "round1/e"):
+    for exp in ("e", "round1/e", "archive/e"):
         (tmp_path / exp).mkdir(parents=True)
         (tmp_path / exp / "findings.json").write_text(json.dumps([
             {"claim": "a > b", "metric": "rouge1", "verdict": "not shown", "n_a": 3, "n_b": 3,

@@ -26,7 +26,7 @@ from seq2seq_zoo.results import read_record
 from seq2seq_zoo.utils import DamagedFile, atomic_write_text
 
 LEADERBOARD = "LEADERBOARD.md"
-ARCHIVE_DIRS = ("round1", "archive")     # folders of superseded results: never on the leaderboard
+ARCHIVE_DIRS = significance.ARCHIVE_DIRS   # folders of superseded results: never on the leaderboard
 METRIC = "rouge1"
 HEADLINE_START = "<!-- headline:start -->"
 HEADLINE_END = "<!-- headline:end -->"

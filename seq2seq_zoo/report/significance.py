@@ -545,7 +545,8 @@ def findings_markdown(judged: list[dict]) -> list[str]:
             to_markdown(findings_rows(judged).drop(columns=["experiment", "profile"], errors="ignore")), ""]
 
 
-ARCHIVE = ("round1/",)   # archived runs, made before the suite's correctness fixes
+ARCHIVE_DIRS = ("round1", "archive")   # superseded results: runs made before the correctness fixes, and
+ARCHIVE = tuple(f"{d}/" for d in ARCHIVE_DIRS)   # runs of a file's earlier setup (archive/cnn_pointer_raw)
 
 
 def _tally(judged: list[dict]) -> str:
@@ -593,8 +594,9 @@ def write_findings_index(root: Path, warn=None) -> Path | None:
         f"**Current results: {len(current)} finding(s), {_tally(current)}.** Of the judged ones, {under} flagged "
         f"undertrained, {informed} test-informed. The archive below is not counted.", "",
         to_markdown(findings_rows(current)) if current else "(none declared)", "",
-        *(["## Archive: results made before the correctness fixes (not counted)", "",
-           "Runs made before the suite's correctness fixes, kept in `round1/` for reference only: "
+        *(["## Archive: superseded results (not counted)", "",
+           "Runs made before the suite's correctness fixes (`round1/`) or with an experiment file's earlier "
+           "setup (`archive/`), kept for reference only: "
            f"{len(archive)} finding(s), {_tally(archive)}.", "",
            to_markdown(findings_rows(archive)), ""] if archive else [])])
     out = root / "FINDINGS.md"

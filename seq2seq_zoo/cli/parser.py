@@ -160,8 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-scoring only: how ROUGE treats a predicted <unk> (match: like any word, so it "
                         "scores against a reference's UNK; strip: removed first); default: match")
     p.add_argument("--name", help="name of this decoding in tables (default: made from the settings)")
-    p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
-    p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")
+    _decode_source(p)
     p.add_argument("--force", action="store_true", help="decode again even if NAME was already decoded; with "
                                                          "--save, score again what already holds the metrics")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -182,8 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decode.* settings and the values to try, e.g. beam_size=1,4 length_penalty=0.6,1.0")
     p.add_argument("--max-examples", type=_positive_int, default=None,
                    help="score the first N validation examples only (default: all after data.max_valid)")
-    p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
-    p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")
+    _decode_source(p)
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--debug", action="store_true")
@@ -230,3 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
             help="import this model file or folder first (repeatable; its @register_model classes become "
                  "usable by name; see docs/extending-models.md)")
     return ap
+
+
+def _decode_source(p: argparse.ArgumentParser) -> None:
+    """Where a finished run's checkpoint is decoded (zoo eval --decode, zoo tune): its data and device."""
+    p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
+    p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")

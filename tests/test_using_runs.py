@@ -240,6 +240,17 @@ def test_one_epoch_val_loss_has_no_band(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------- tables and commands
+def test_header_line_gives_an_evenly_spaced_choice_as_its_range():
+    import pandas as pd
+    from seq2seq_zoo.report.tables import split_constant
+    df = pd.DataFrame({"run": ["lead", "lead_words", "a"], "choose_k": ["1, 2, 3, 4, 5, 6", None, None],
+                       "k_grid": [None, "20, 25, 30, 35, 40", None], "lrs": ["0.1, 0.2, 0.3, 0.4", None, None],
+                       "score": [1.0, 2.0, 3.0]})
+    _, line = split_constant(df)
+    assert "choose_k 1-6 (lead only)" in line and "k_grid 20-40 in steps of 5 (lead_words only)" in line
+    assert "lrs 0.1, 0.2, 0.3, 0.4 (lead only)" in line     # not whole numbers: as written
+
+
 def test_constant_settings_leave_the_table_for_a_header_line(trained):
     md = (trained["exp"] / "table.md").read_text()
     assert "**Settings that do not vary**" in md

@@ -208,6 +208,19 @@ _NOT_SETTINGS = {"run", "vs LEAD", "kind", "seeds", "seed", "params", "p_gen", "
                  "converged", "train min", "tok/s", "trained as", *(label for _, label in SCORE_COLUMNS)}
 
 
+def short_range(text: str) -> str:
+    """"4, 5, 6, ..., 30" -> "4-30"; "20, 25, ..., 80" -> "20-80 in steps of 5": an evenly spaced list of four
+    or more whole numbers (e.g. LEAD's choose_k) as its range; anything else unchanged."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) < 4 or not all(re.fullmatch(r"-?\d+", p) for p in parts):
+        return text
+    xs = [int(p) for p in parts]
+    step = xs[1] - xs[0]
+    if step <= 0 or any(b - a != step for a, b in zip(xs, xs[1:])):
+        return text
+    return f"{xs[0]}-{xs[-1]}" + (f" in steps of {step}" if step > 1 else "")
+
+
 def split_constant(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Setting columns with one value in every row that has one (blank rows: baselines without the
     setting) leave the table for a header line; columns blank in every row leave it silently. Returns
@@ -228,6 +241,6 @@ def split_constant(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             lack = list(dict.fromkeys(r for r, v in zip(names, vals) if v == ""))
             only = "" if not lack or not names else f" (not {', '.join(lack)})" if len(lack) <= len(have) \
                 else f" ({', '.join(have)} only)"
-            said.append(f"{c} {present[0]}{only}")
+            said.append(f"{c} {short_range(present[0])}{only}")
     line = ("**Settings that do not vary** (left out of the table): " + "; ".join(said) + ".") if said else ""
     return df.drop(columns=drop), line

@@ -236,10 +236,8 @@ def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) 
 
 def _compact_grid(text: str) -> str:
     """'k chosen from 1, 2, 3, 4 by' -> 'k chosen from 1-4 by' (records written before describe() did it)."""
-    def repl(m):
-        ks = [int(x) for x in m.group(1).split(", ")]
-        return f"from {ks[0]}-{ks[-1]} by" if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1)) else m.group(0)
-    return re.sub(r"from ((?:\d+, )+\d+) by", repl, text)
+    from seq2seq_zoo.report.tables import short_range
+    return re.sub(r"from ((?:\d+, )+\d+) by", lambda m: f"from {short_range(m.group(1), least=3)} by", text)
 
 
 def lead_sentence(groups: list[Group]) -> str:

@@ -208,11 +208,11 @@ _NOT_SETTINGS = {"run", "vs LEAD", "kind", "seeds", "seed", "params", "p_gen", "
                  "converged", "train min", "tok/s", "trained as", *(label for _, label in SCORE_COLUMNS)}
 
 
-def short_range(text: str) -> str:
-    """"4, 5, 6, ..., 30" -> "4-30"; "20, 25, ..., 80" -> "20-80 in steps of 5": an evenly spaced list of four
-    or more whole numbers (e.g. LEAD's choose_k) as its range; anything else unchanged."""
+def short_range(text: str, least: int = 4) -> str:
+    """"4, 5, 6, ..., 30" -> "4-30"; "20, 25, ..., 80" -> "20-80 in steps of 5": an evenly spaced list of
+    ``least`` or more whole numbers (e.g. LEAD's choose_k) as its range; anything else unchanged."""
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) < 4 or not all(re.fullmatch(r"-?\d+", p) for p in parts):
+    if len(parts) < least or not all(re.fullmatch(r"-?\d+", p) for p in parts):
         return text
     xs = [int(p) for p in parts]
     step = xs[1] - xs[0]

@@ -240,6 +240,25 @@ def test_one_epoch_val_loss_has_no_band(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------- tables and commands
+def test_attention_plot_of_emoji_tokens_draws_without_missing_glyphs(tmp_path):
+    """SAMSum's chats hold emoji: their tick labels are code points, so matplotlib warns of no missing glyph."""
+    import json
+    import warnings
+    from seq2seq_zoo.report import plots
+    assert plots.drawable("ok\U0001F600!") == "ok<U+1F600>!" and plots.drawable("caf\u00e9") == "caf\u00e9"
+    run = tmp_path / "run"
+    run.mkdir()
+    maps = {"cross": [[0.5, 0.5], [0.2, 0.8]]}
+    (run / "attention.json").write_text(json.dumps({
+        "example_id": "x1", "cross_attention": "cross", "maps": maps, "source_tokens": ["hi", "\U0001F600"],
+        "output_tokens": ["<bos>", "\U0001F602"], "predicted_tokens": ["\U0001F602", "</s>"]}), encoding="utf-8")
+    rec = {"_dir": str(run), "run": "a", "experiment": "e", "data": {"dataset": "samsum"}, "profile": None}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert plots.attention(rec, tmp_path / "a.png")
+    assert not [w for w in caught if "Glyph" in str(w.message)], [str(w.message) for w in caught]
+
+
 def test_header_line_gives_an_evenly_spaced_choice_as_its_range():
     import pandas as pd
     from seq2seq_zoo.report.tables import split_constant

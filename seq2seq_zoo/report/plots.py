@@ -223,6 +223,12 @@ def _heads(record: dict, a: dict) -> int | None:
         return None
 
 
+def drawable(token: str) -> str:
+    """A token as a tick label: characters beyond the Basic Multilingual Plane (emoji, which SAMSum's
+    chats hold and matplotlib's default font has no glyph for) as their code point, ``<U+1F600>``."""
+    return "".join(c if ord(c) <= 0xFFFF else f"<U+{ord(c):X}>" for c in token)
+
+
 def attention(record: dict, path: Path, max_src: int = MAX_SRC) -> Path | None:
     a = read_attention(Path(record["_dir"]) / "attention.json")
     if a is None or a["cross_attention"] is None:
@@ -243,9 +249,9 @@ def attention(record: dict, path: Path, max_src: int = MAX_SRC) -> Path | None:
         fig, ax = plt.subplots(figsize=size)
     im = ax.imshow(m, aspect="auto", cmap="viridis", vmin=0, vmax=max(float(m.max()), 1e-9), interpolation="nearest")
     ax.set_xticks(range(len(src)))
-    ax.set_xticklabels(src, rotation=90, fontsize=6)
+    ax.set_xticklabels([drawable(t) for t in src], rotation=90, fontsize=6)
     ax.set_yticks(range(len(out)))
-    ax.set_yticklabels(out, fontsize=7)
+    ax.set_yticklabels([drawable(t) for t in out], fontsize=7)
     cut = f"first {len(src)} of {n_src} source tokens" if n_src > len(src) else f"all {n_src} source tokens"
     ax.set_xlabel(f"source token ({cut})")
     ax.set_ylabel("summary token being predicted")

@@ -361,3 +361,15 @@ def test_zoo_power_plans_seeds(tmp_path, capsys):
     assert got[("e", "a > b")]["power_now"] == pytest.approx(stats.power(3, 1.0))
     assert "a > lead" in capsys.readouterr().out
     assert main(["power", "--results", str(tmp_path), "--power", "1.5"]) == 2
+
+
+def test_lead_row_is_the_one_tuned_on_validation_when_a_file_has_two():
+    """Inshorts keeps a fixed first-60-words row beside the tuned LEAD: margins and marks use the tuned one."""
+    from seq2seq_zoo.report.significance import group_rows, lead_group
+
+    def row(run, tuned):
+        return {"run": run, "seed": 1, "model": "lead", "data": {"dataset": "inshorts"},
+                "baseline": {"tuned": tuned}, "eval": {"scores": {"rouge1": 1.0}}}
+    fixed, chosen = row("lead60", {"k": 60}), row("lead", {"k": 70, "chosen_by": "ROUGE-1 F1 on the validation split"})
+    assert lead_group(group_rows([fixed, chosen])).label == "lead"
+    assert lead_group(group_rows([fixed])).label == "lead60"          # no tuned row: the first LEAD row

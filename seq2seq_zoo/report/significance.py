@@ -142,11 +142,14 @@ def dataset_of(g: Group) -> str:
 
 
 def lead_group(groups: list[Group], dataset: str | None = None) -> Group | None:
-    """The LEAD row of ``dataset`` (default: of the first group's dataset): the first run of the
-    ``lead`` model on that dataset, with its own decoding."""
+    """The LEAD row of ``dataset`` (default: of the first group's dataset): the run of the ``lead`` model on
+    that dataset whose k was chosen on validation, else the first one (a file may also keep a fixed-k row
+    for a published comparison, e.g. Inshorts' first 60 words)."""
     dataset = dataset or (dataset_of(groups[0]) if groups else None)
-    return next((g for g in groups if g.rows[0]["model"] == "lead" and g.decode in (None, "default")
-                 and dataset_of(g) == dataset), None)
+    leads = [g for g in groups if g.rows[0]["model"] == "lead" and g.decode in (None, "default")
+             and dataset_of(g) == dataset]
+    tuned = [g for g in leads if ((g.rows[0].get("baseline") or {}).get("tuned") or {}).get("chosen_by")]
+    return (tuned or leads or [None])[0]
 
 
 def below_lead(groups: list[Group]) -> tuple[dict[str, Group], list[Group]]:

@@ -220,10 +220,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     name = exp.get("name", path.stem)
     if name_problem(name):
         raise ctx.fail("experiment.name", f"{name_problem(name)}; it must be {NAME_RULE}")
-    seeds = exp.get("seeds", [1])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise ctx.fail("experiment.seeds", f"expected a non-empty list of integers, got {seeds!r}")
-    _check_seeds(ctx, "experiment.seeds", seeds)
+    seeds = _seed_list(ctx, "experiment.seeds", exp.get("seeds", [1]))
     for pname, pval in raw.get("profiles", {}).items():
         if not isinstance(pval, dict):
             raise ctx.fail(f"profiles.{pname}", "a profile must be a table ([profiles.NAME])")
@@ -262,10 +259,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if "seed" in run:
             _check_seeds(ctx, f"runs[{i}].seed", [run["seed"]])
         if "seeds" in run:
-            rs = run["seeds"]
-            if not isinstance(rs, list) or not rs or not all(isinstance(s, int) and not isinstance(s, bool) for s in rs):
-                raise ctx.fail(f"runs[{i}].seeds", f"expected a non-empty list of integers, got {rs!r}")
-            _check_seeds(ctx, f"runs[{i}].seeds", rs)
+            _seed_list(ctx, f"runs[{i}].seeds", run["seeds"])
     ctx.runs = runs
     for i, run in enumerate(runs):
         run = _with_like(ctx, i, runs)
@@ -279,8 +273,8 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             seen.add(run["name"])
             merged = _merge({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
             merged.setdefault("description", exp.get("description", ""))
-            specs.append(_spec_from(ctx, name, merged, run.get("seed", run.get("seeds", seeds)[0]), profile, exp.get("data_dir"),
-                                    f"runs[{i}]"))
+            seed = run.get("seed", run.get("seeds", seeds)[0])
+            specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
             groups.append(run["name"])
             continue
         for combo in combos:
@@ -307,6 +301,14 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                       description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
                       findings=findings)
     return select_runs(full, only) if only else full
+
+
+def _seed_list(ctx: _Where, key: str, seeds) -> list[int]:
+    """``seeds = [...]`` of the experiment or of one run: a non-empty list of distinct seeds in range."""
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise ctx.fail(key, f"expected a non-empty list of integers, got {seeds!r}")
+    _check_seeds(ctx, key, seeds)
+    return seeds
 
 
 def select_runs(exp: Experiment, only: list[str]) -> Experiment:

@@ -152,7 +152,8 @@ def _records(exp_dir: Path) -> list[dict]:
         return out
     rows, _ = with_decodes(out)
     trained = {r["run"] for r in rows if r.get("_decode") == headline}
-    return [r for r in rows if r.get("_decode") == headline or (r["run"] not in trained and r.get("_decode") == DEFAULT)]
+    return [r for r in rows
+            if r.get("_decode") == headline or (r["run"] not in trained and r.get("_decode") == DEFAULT)]
 
 
 def headline_decode(exp_dir: Path) -> str | None:

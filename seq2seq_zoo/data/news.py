@@ -32,6 +32,18 @@ CNN_MARKER = "(CNN)"
 CNN_MARKER_CHARS = 300
 
 
+
+def _cut(article, highlights, max_source_words: int, max_highlights: int):
+    """The article's first ``max_source_words`` words and the first ``max_highlights`` highlight sentences
+    (0: all), one sentence a line: ROUGE-Lsum takes newlines as sentence boundaries. Values that are not
+    strings pass through for the row check to name."""
+    if isinstance(article, str) and max_source_words:
+        article = " ".join(article.split()[:max_source_words])
+    if isinstance(highlights, str):
+        sents = [h.strip() for h in highlights.split("\n") if h.strip()]
+        highlights = "\n".join(sents[:max_highlights] if max_highlights else sents)
+    return article, highlights
+
 def _cnn_rows(data_dir: Path, split: str, stats: ReadStats, on_bad: str, hf: str, hf_config: str):
     """(where, line or row number, object) for every row of the split."""
     if hf:
@@ -114,12 +126,7 @@ def cnn_dailymail(data_dir: Path, split: str, on_bad: str = "skip_empty", stats:
         elif cnn_only and isinstance(article, str) and CNN_MARKER not in article[:CNN_MARKER_CHARS]:
             stats.skip(f"not a CNN story ('{CNN_MARKER}' not in its first {CNN_MARKER_CHARS} characters)")
             continue
-        if isinstance(article, str) and max_source_words:
-            article = " ".join(article.split()[:max_source_words])
-        if isinstance(highlights, str):
-            sents = [h.strip() for h in highlights.split("\n") if h.strip()]
-            # one sentence a line: ROUGE-Lsum takes newlines as sentence boundaries
-            highlights = "\n".join(sents[:max_highlights] if max_highlights else sents)
+        article, highlights = _cut(article, highlights, max_source_words, max_highlights)
         id_ = obj.get("id")
         stem = Path(str(where)).name.removesuffix(".jsonl")
         ex = _make(stats, where, lineno, on_bad, id_ if id_ else f"{stem}-{lineno}", article, [highlights])
@@ -191,11 +198,7 @@ def cnn_dailymail_see(data_dir: Path, split: str, on_bad: str = "skip_empty", st
             stats.skip(f"not a {source} story (source = {obj['source']!r})")
             continue
         article, highlights = obj["article"], obj["highlights"]
-        if isinstance(article, str) and max_source_words:
-            article = " ".join(article.split()[:max_source_words])
-        if isinstance(highlights, str):
-            sents = [h.strip() for h in highlights.split("\n") if h.strip()]
-            highlights = "\n".join(sents[:max_highlights] if max_highlights else sents)
+        article, highlights = _cut(article, highlights, max_source_words, max_highlights)
         pos = obj.get("see_position")
         id_ = obj.get("id") or (f"see-{split}-{pos}" if pos is not None else f"see-{split}-line{lineno}")
         ex = _make(stats, path, lineno, on_bad, id_, article, [highlights])

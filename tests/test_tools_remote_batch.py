@@ -4,7 +4,11 @@ from __future__ import annotations
 import json
 import tarfile
 
+import sys
+
 from conftest import load_tool, tiny_experiment, write_dialogsum
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"   # compiled packages copied, not downloaded
 
 def test_strip_metrics_drops_bertscore_only():
     tool = load_tool("remote_batch")
@@ -36,7 +40,8 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
     toml.write_text(tiny_experiment("tiny_remote", RUNS, seeds=1, epochs=1)
                     .replace('metrics = ["rouge"]', 'metrics = ["rouge", "bertscore"]'), encoding="utf-8")
     pack = tmp_path / "pack"
-    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack)]) == 0
+    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack),
+                      "--python", PY]) == 0
     assert "outside the checkout" in capsys.readouterr().out       # tmp_path would not travel: said so
     batch = json.loads((pack / "batch.json").read_text())
     assert batch["runs"] == ["a", "b"] and batch["after"] == {"a": [], "b": ["a"]}
@@ -44,6 +49,7 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
     assert 'metrics = ["rouge"]' in (pack / "tiny_remote.toml").read_text()
     assert (pack / "data" / "dialogsum" / "dialogsum.train.jsonl").is_file()
     assert (pack / "site" / "rouge_score" / "rouge_scorer.py").is_file()
+    assert (pack / "site" / "jsonschema" / "validators.py").is_file()     # the report's record checks
 
     out = tmp_path / "out"
     capsys.readouterr()
@@ -67,6 +73,8 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
     assert (results / "tiny_remote" / "a" / "record.json").is_file()
     assert (results / "tiny_remote" / "b" / "predictions.jsonl").is_file()
     assert (results / "tiny_remote" / "logs" / "run_b.log").is_file()
+    declared = json.loads((results / "tiny_remote" / "experiment.json").read_text())  # not rebuilt by report
+    assert declared["experiment"] == "tiny_remote"
     assert not list(results.rglob("*.pt"))
     assert tool.main(["unpack", str(out / "remote_batch.tgz"), "--results", str(results)]) == 2   # no overwrite
     assert "already there" in capsys.readouterr().err
@@ -79,7 +87,8 @@ def test_go_stops_runs_at_the_deadline_with_a_checkpoint(tmp_path, capsys):
     toml = tmp_path / "long.toml"
     toml.write_text(tiny_experiment("long", RUNS, seeds=1, epochs=100000), encoding="utf-8")
     pack = tmp_path / "pack"
-    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack)]) == 0
+    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack),
+                      "--python", PY]) == 0
     rc = tool.main(["go", "--dir", str(pack), "--seconds", "20", "--out", str(tmp_path / "out"),
                     "--device", "cpu", "--poll", "0.2"])
     summary = (tmp_path / "out" / "summary.txt").read_text()
@@ -95,3 +104,10 @@ def test_pack_and_go_errors_are_one_line(tmp_path, capsys):
     assert "run `pack` first" in capsys.readouterr().err
     assert tool.main(["pack", str(tmp_path / "missing.toml"), "--dir", str(tmp_path / "p")]) == 2
     assert "experiment file not found" in capsys.readouterr().err
+
+
+def test_go_preflight_names_a_module_that_cannot_be_imported(tmp_path):
+    import os
+    tool = load_tool("remote_batch")
+    assert tool.preflight(dict(os.environ), ["json", "no_such_module_zq"]) == ["no_such_module_zq"]
+    assert tool.preflight(dict(os.environ)) == []          # this interpreter has every package a run needs

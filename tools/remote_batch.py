@@ -12,19 +12,22 @@ How `results/gpu_full/` is made. Three steps:
 ``pack`` writes DIR (default ``.dev``, which git ignores through .git/info/exclude) with what the other
 machine lacks: the experiment file (BERTScore dropped from its metrics, since its backbone does not travel;
 score it afterwards with ``zoo eval RUN --metrics bertscore --save``), the corpora the chosen runs read, the
-pure-Python packages the evaluation needs (rouge_score, nltk: copied from this interpreter), wheels named
-with ``--wheel`` (e.g. gensim for word2vec runs, downloaded for ``--python``), and ``batch.json``. It
+packages the evaluation and the report's record checks need that the image lacks (rouge_score, nltk,
+jsonschema and its two helpers: copied from this interpreter; rpds-py, compiled: a wheel for ``--python``),
+wheels named with ``--wheel`` (e.g. gensim for word2vec runs), and ``batch.json``. It
 prints the size of what will travel and what else would (tracked files: results/ alone is ~200 MB).
 
-``go`` starts every run at once (``python3 -m seq2seq_zoo run ... --resume``, logs in DIR/logs), starts a
+``go`` first checks that every package a run imports can be imported there (else exit 2, naming them), then
+starts every run at once (``python3 -m seq2seq_zoo run ... --resume``, logs in DIR/logs), starts a
 run whose ``train.init_from`` names another run of the batch once that one has finished, and at the
 deadline sends SIGTERM: a run stops the way Ctrl-C stops it (its last.pt is written; ``go`` again on the
 same machine continues it with ``--resume``). Then it writes OUT/remote_batch.tgz (DIR/res without
 checkpoints, plus the logs) and OUT/summary.txt. A second ``go`` on the same machine must not re-send DIR:
 whatever replaces it there replaces the checkpoints too.
 
-``unpack`` copies the finished runs (those with a run-level record.json) into ``--results/<experiment>/``
-and the logs into ``<experiment>/logs/``; it refuses to overwrite a run that is there unless ``--force``,
+``unpack`` copies the finished runs (those with a run-level record.json) into ``--results/<experiment>/``,
+the experiment's ``experiment.json`` (its declared findings and headline decoding) beside them and the logs
+into ``<experiment>/logs/``; it refuses to overwrite a run that is there unless ``--force``,
 and then stages the new run beside it and swaps it in, removing the old one only once the new one is in
 place. An archive cut short or of another layout changes nothing.
 
@@ -47,7 +50,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE_PACKAGES = ("rouge_score", "nltk")     # pure Python; the remote machines' image has absl, regex, tqdm, joblib
+# pure Python, copied from this interpreter: the scorer and the record checks' validator (jsonschema and the
+# two packages it imports); the remote machines' image has absl, regex, tqdm, joblib and attrs
+SITE_PACKAGES = ("rouge_score", "nltk", "jsonschema", "jsonschema_specifications", "referencing")
+# compiled packages the above need that the image lacks: {distribution: import name}; copied from this
+# interpreter when its Python is the other machine's, else downloaded as that Python's wheel
+COMPILED = {"rpds-py": "rpds"}
+# what a run imports there; ``go`` checks them before it starts anything (a missing one used to surface
+# only when the first run wrote its report, after training)
+PREFLIGHT = ("torch", "numpy", "scipy", "pandas", "matplotlib", "tokenizers", "tqdm", *SITE_PACKAGES,
+             *COMPILED.values())
 DROP_METRICS = ("bertscore",)
 EXIT_USAGE = 2
 
@@ -119,7 +131,17 @@ def cmd_pack(a) -> int:
         shutil.rmtree(site / pkg, ignore_errors=True)
         shutil.copytree(Path(mod.__file__).parent, site / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = d / "wheels"
-    for w in a.wheel or []:
+    same_python = a.python == f"{sys.version_info.major}.{sys.version_info.minor}"
+    want = list(a.wheel or [])
+    for dist, mod in COMPILED.items():
+        if same_python:
+            m = __import__(mod)
+            shutil.rmtree(site / mod, ignore_errors=True)
+            shutil.copytree(Path(m.__file__).parent, site / mod, ignore=shutil.ignore_patterns("__pycache__"))
+        elif not any(w.split("=")[0].strip().lower() == dist for w in want):
+            from importlib.metadata import version
+            want.append(f"{dist}=={version(dist)}")
+    for w in want:
         wheels.mkdir(exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                "--python-version", a.python, "--implementation", "cp",
@@ -180,6 +202,11 @@ def cmd_go(a) -> int:
         if r.returncode:
             return fail("installing the carried wheels failed")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(site)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    missing = preflight(env)
+    if missing:
+        return fail(f"Python here ({sys.executable}) cannot import {', '.join(missing)}, which the runs need; "
+                    "carry it: pack again with --wheel NAME==VERSION (compiled) or add it to SITE_PACKAGES "
+                    "(pure Python)")
     logs = d / "logs"
     logs.mkdir(exist_ok=True)
     deadline = time.time() + a.seconds
@@ -265,6 +292,15 @@ def cmd_go(a) -> int:
     return 0 if all(st["state"] == "finished" for st in state.values()) else 1
 
 
+def preflight(env: dict, modules=PREFLIGHT) -> list[str]:
+    """The modules of ``modules`` that this Python cannot import with ``env`` (the carried packages on its
+    path), each tried in a fresh interpreter."""
+    code = ("import importlib.util, sys\n"
+            "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+    r = subprocess.run([sys.executable, "-c", code, *modules], env=env, capture_output=True, text=True)
+    return r.stdout.split() if r.returncode == 0 else [f"(the check failed: {r.stderr.strip()[-200:]})"]
+
+
 def _is_checkpoint(p: Path) -> bool:
     return "checkpoints" in p.parts or p.suffix == ".pt" or p.name.endswith(".lock")
 
@@ -298,7 +334,7 @@ def _archive_plan(names: list[str]) -> tuple[dict[tuple[str, str], list[str]], l
         if parts[0] == "logs" and len(parts) == 2 and not name_problem(parts[1]):
             logs.append(n)
         elif parts[0] == "res" and (len(parts) == 2 or len(parts) == 3 and not name_problem(parts[1])):
-            continue  # FINDINGS.md, the experiment's tables, README and findings: rebuilt here by zoo report
+            continue  # FINDINGS.md, the tables, README, findings: rebuilt here by zoo report; experiment.json: see unpack
         elif parts[0] == "res" and len(parts) >= 4 and not name_problem(parts[1]) and \
                 (parts[2] == "plots" or not name_problem(parts[2])):
             key = (parts[1], parts[2])
@@ -352,6 +388,10 @@ def cmd_unpack(a) -> int:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(tar.extractfile(files[n]).read())
             log_data = {n: tar.extractfile(files[n]).read() for n in logs}
+            # the experiment's declarations as `zoo run` wrote them (findings, the headline decoding): zoo
+            # report reads them and cannot rebuild them
+            declared = {exp: tar.extractfile(files[f"res/{exp}/experiment.json"]).read()
+                        for exp, _ in runs if f"res/{exp}/experiment.json" in files}
     except (tarfile.TarError, EOFError, zlib.error) as e:
         _drop(staged)
         why = "not a tar archive" if "successfully" in str(e) else " ".join(str(e).split())[:160] or type(e).__name__
@@ -383,6 +423,8 @@ def cmd_unpack(a) -> int:
             replaced.append(label)
         copied.append(label)
     exps = sorted({c.split("/")[0] for c in copied}) or sorted({k[0] for k in runs})
+    for exp in sorted({c.split("/")[0] for c in copied} & set(declared)):
+        inside(results, exp, "experiment.json").write_bytes(declared[exp])
     if logs and not exps:
         exps = sorted({n.split("/")[1] for n in files if n.startswith("res/") and n.count("/") >= 2})
     if logs and exps:

@@ -78,7 +78,11 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
     assert not list(results.rglob("*.pt"))
     assert tool.main(["unpack", str(out / "remote_batch.tgz"), "--results", str(results)]) == 2   # no overwrite
     assert "already there" in capsys.readouterr().err
+    (results / "tiny_remote" / "logs" / "run_b.log").write_text("an earlier call's log\n")
     assert tool.main(["unpack", str(out / "remote_batch.tgz"), "--results", str(results), "--force"]) == 0
+    assert (results / "tiny_remote" / "logs" / "run_b.log").read_text() == "an earlier call's log\n"
+    assert (results / "tiny_remote" / "logs" / "run_b.2.log").read_text().startswith("$ ")   # kept beside it
+    assert not (results / "tiny_remote" / "logs" / "run_a.2.log").exists()                   # same log: once
 
 
 def test_go_stops_runs_at_the_deadline_with_a_checkpoint(tmp_path, capsys):

@@ -271,6 +271,8 @@ def cmd_go(a) -> int:
     lines = [f"{batch['name']} ({batch['profile']}), packed {batch['packed']}, deadline {a.seconds:.0f} s"]
     for run, st in state.items():
         last = _last_line(logs / f"run_{run}.log")
+        if st["state"] == "stopped" and (d / "res" / batch["name"] / run / "record.json").is_file():
+            st["state"] = "stopped after its test record (in the [[decode]] variants; unpack takes it)"
         lines.append(f"{run}: {st['state']}" + (f" (exit {st['rc']}, {st['minutes']:.1f} min)" if "rc" in st else "")
                      + (f" | {last}" if last else ""))
     if tests is not None:
@@ -431,6 +433,10 @@ def cmd_unpack(a) -> int:
         for n, data in log_data.items():
             target = inside(results, exps[0], "logs", n.split("/")[1])
             target.parent.mkdir(parents=True, exist_ok=True)
+            k = 1
+            while target.is_file() and target.read_bytes() != data:   # another call's log: kept
+                k += 1
+                target = target.with_name(f"{Path(n).stem}.{k}{Path(n).suffix}")
             target.write_bytes(data)
     print(f"unpacked {len(copied)} finished run(s) into {results}/: {', '.join(copied) or 'none'}")
     if replaced:

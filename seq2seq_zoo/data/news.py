@@ -32,7 +32,6 @@ CNN_MARKER = "(CNN)"
 CNN_MARKER_CHARS = 300
 
 
-
 def _cut(article, highlights, max_source_words: int, max_highlights: int):
     """The article's first ``max_source_words`` words and the first ``max_highlights`` highlight sentences
     (0: all), one sentence a line: ROUGE-Lsum takes newlines as sentence boundaries. Values that are not
@@ -43,6 +42,7 @@ def _cut(article, highlights, max_source_words: int, max_highlights: int):
         sents = [h.strip() for h in highlights.split("\n") if h.strip()]
         highlights = "\n".join(sents[:max_highlights] if max_highlights else sents)
     return article, highlights
+
 
 def _cnn_rows(data_dir: Path, split: str, stats: ReadStats, on_bad: str, hf: str, hf_config: str):
     """(where, line or row number, object) for every row of the split."""

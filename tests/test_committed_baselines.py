@@ -16,7 +16,7 @@ from seq2seq_zoo.metrics import rouge
 from seq2seq_zoo.models.base import build_model, model_context
 
 ROOT = Path(__file__).resolve().parents[1]
-ARCHIVES = ("round1", "archive")   # superseded results: not re-run
+ARCHIVES = ("archive",)   # superseded results: not re-run
 
 
 def _distinct_baselines() -> list[Path]:

@@ -200,17 +200,17 @@ def test_report_scores_old_records_from_predictions(tmp_path, dialogsum_dir):
 
 
 def test_findings_index_names_the_results_folder(tmp_path, dialogsum_dir):
-    """results/round1/X and results/X are different runs of experiment X: FINDINGS.md says which."""
+    """results/archive/X_before_fixes and results/X are different runs of experiment X: FINDINGS.md says which."""
     from seq2seq_zoo.report.significance import write_findings_index
     exp = _lead_experiment(tmp_path, dialogsum_dir)
     _declare(exp, [Finding("lead > lead", "lead", "lead", ">", "rouge1", source="made up")])
     build_report(exp)
-    old = exp.parent / "round1" / "sig"
+    old = exp.parent / "archive" / "sig_before_fixes"
     shutil.copytree(exp, old)
     text = write_findings_index(exp.parent).read_text()
     rows = [x for x in text.splitlines() if x.startswith("| lead > lead")]
     assert len(rows) == 2
-    assert {r.split("|")[-3].strip() for r in rows} == {"sig", "round1/sig"}   # the experiment column
+    assert {r.split("|")[-3].strip() for r in rows} == {"sig", "archive/sig_before_fixes"}   # the experiment column
 
 
 def test_convergence_label():
@@ -331,18 +331,18 @@ def test_findings_index_keeps_archived_results_out_of_the_tally(tmp_path, dialog
     _fake_seeds(exp, "sys", lambda s: 5.0 + s)
     _declare(exp, [Finding("sys > lead", "sys", "lead", ">", "rouge1", source="made up")])
     build_report(exp)
-    shutil.copytree(exp, exp.parent / "round1" / "sig")
+    shutil.copytree(exp, exp.parent / "archive" / "sig_before_fixes")
     shutil.copytree(exp, exp.parent / "archive" / "sig_raw")
     text = write_findings_index(exp.parent).read_text()
     head, archive = text.split("## Archive: superseded results (not counted)")
     assert "Current results: 1 finding(s), 1 judged: 1 hold" in head
-    for old in ("round1/sig", "archive/sig_raw"):
+    for old in ("archive/sig_before_fixes", "archive/sig_raw"):
         assert old in archive and old not in head
 
 
 def test_zoo_power_plans_seeds(tmp_path, capsys):
-    """`zoo power`: per current finding the seeds for 80% power, from findings.json; round1/ is left out."""
-    for exp in ("e", "round1/e", "archive/e"):
+    """`zoo power`: per current finding the seeds for 80% power, from findings.json; archive/ is left out."""
+    for exp in ("e", "archive/e_before_fixes", "archive/e"):
         (tmp_path / exp).mkdir(parents=True)
         (tmp_path / exp / "findings.json").write_text(json.dumps([
             {"claim": "a > b", "metric": "rouge1", "verdict": "not shown", "n_a": 3, "n_b": 3,

@@ -2,10 +2,11 @@
 
 The leaderboard has one table per dataset with every trained run of every experiment folder (mean ±
 sd over seeds, the seeds, the 95% two-level bootstrap CI (seeds, then test examples), the difference
-to the folder's own LEAD row), the LEAD and oracle rows, and the marks ``below LEAD`` and ``not converged``. Archive folders
-(``results/round1/``, ``results/archive/``) and stale records are left out. The headline table keeps,
-per dataset, the best run of each model family with its paired margin over its LEAD row, the tuned
-LEAD row, and the published figure the suite compares with (named with its scorer).
+to the folder's own LEAD row), the LEAD and oracle rows, and the marks ``below LEAD`` and ``not
+converged``. Archive folders (``results/archive/``) and stale records are left out. The headline
+table keeps, per dataset, the best run of each model family (among its runs with at least 3 seeds,
+where it has one) with its paired margin over its LEAD row, the tuned LEAD row, and the published
+figure the suite compares with (named with its scorer).
 
     python -m seq2seq_zoo.report.leaderboard [--results results] [--readme README.md] [--check]
 """
@@ -274,8 +275,8 @@ def leaderboard_markdown(entries: list[Entry]) -> str:
            "[FINDINGS.md](FINDINGS.md) gives the seed-level tests). *below LEAD*: the run does not beat that row; "
            "*not converged*: the epoch cap ended training while validation loss was still falling. Folders "
            "differ in profile (model size and data), so compare rows within a folder first; "
-           "[FINDINGS.md](FINDINGS.md) judges the published claims. Superseded results (`round1/`, "
-           "`archive/`) are not listed.", ""]
+           "[FINDINGS.md](FINDINGS.md) judges the published claims. Superseded results (`archive/`) "
+           "are not listed.", ""]
     for d in _dataset_order(entries):
         es = [e for e in entries if e.dataset == d]
         out += [f"## {DATASET_NAMES.get(d, d)}", ""]
@@ -287,15 +288,24 @@ def leaderboard_markdown(entries: list[Entry]) -> str:
 
 
 # -------------------------------------------------------------------------------------- headline table
+HEADLINE_MIN_SEEDS = 3   # a run with fewer seeds heads its family only when no run of the family has this many
+
+
+def _rank(e: Entry) -> tuple[bool, float]:
+    return len(e.group.rows) >= HEADLINE_MIN_SEEDS, e.mean()
+
+
 def best_per_family(entries: list[Entry]) -> list[Entry]:
     """Per dataset and model family, the trained run with the highest mean ROUGE-1 (its own decoding, or
-    the experiment file's headline decoding: ``_records`` keeps no other)."""
+    the experiment file's headline decoding: ``_records`` keeps no other) among the runs with at least
+    ``HEADLINE_MIN_SEEDS`` seeds, or among all of the family's runs when none has that many: a one-seed
+    run's lucky draw does not head a family that has a measured mean over seeds."""
     best: dict[tuple[str, str], Entry] = {}
     for e in entries:
         if e.kind != "trained" or e.mean() is None:
             continue
         key = (e.dataset, FAMILIES.get(e.model, e.model))
-        if key not in best or e.mean() > best[key].mean():
+        if key not in best or _rank(e) > _rank(best[key]):
             best[key] = e
     order = _dataset_order(entries)
     return sorted(best.values(), key=lambda e: (order.index(e.dataset), -(e.mean() or 0.0)))

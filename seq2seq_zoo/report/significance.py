@@ -546,8 +546,8 @@ def findings_markdown(judged: list[dict]) -> list[str]:
             to_markdown(findings_rows(judged).drop(columns=["experiment", "profile"], errors="ignore")), ""]
 
 
-ARCHIVE_DIRS = ("round1", "archive")   # superseded results: runs made before the correctness fixes, and
-ARCHIVE = tuple(f"{d}/" for d in ARCHIVE_DIRS)   # runs of a file's earlier setup (archive/cnn_pointer_raw)
+ARCHIVE_DIRS = ("archive",)   # superseded results: runs made before the correctness fixes
+ARCHIVE = tuple(f"{d}/" for d in ARCHIVE_DIRS)   # (archive/*_before_fixes) and of a file's earlier setup
 
 
 def _tally(judged: list[dict]) -> str:
@@ -560,7 +560,7 @@ def _tally(judged: list[dict]) -> str:
 
 def write_findings_index(root: Path, warn=None) -> Path | None:
     """``results/FINDINGS.md``: every judged finding of every experiment folder under ``root``; the
-    archived folders (``round1/``) in an archive section that the summary line does not count. A damaged
+    archived folders (``archive/``) in an archive section that the summary line does not count. A damaged
     findings.json is left out and ``warn(message)`` names it (default: a line on stderr)."""
     from seq2seq_zoo.results import read_checked
     from seq2seq_zoo.utils import DamagedFile
@@ -578,7 +578,7 @@ def write_findings_index(root: Path, warn=None) -> Path | None:
             continue
         except OSError:
             continue
-        # the folder, not only the experiment's name: results/round1/X and results/X are different runs of X
+        # the folder, not only the experiment's name: results/archive/X_before_fixes and results/X are different runs of X
         judged += [{**j, "experiment": p.parent.relative_to(root).as_posix()} for j in found]
     if not files:
         return None
@@ -596,8 +596,8 @@ def write_findings_index(root: Path, warn=None) -> Path | None:
         f"undertrained, {informed} test-informed. The archive below is not counted.", "",
         to_markdown(findings_rows(current)) if current else "(none declared)", "",
         *(["## Archive: superseded results (not counted)", "",
-           "Runs made before the suite's correctness fixes (`round1/`) or with an experiment file's earlier "
-           "setup (`archive/`), kept for reference only: "
+           "Runs made before the suite's correctness fixes (`archive/*_before_fixes/`) or with an experiment "
+           "file's earlier setup (the other `archive/` folders), kept for reference only: "
            f"{len(archive)} finding(s), {_tally(archive)}.", "",
            to_markdown(findings_rows(archive)), ""] if archive else [])])
     out = root / "FINDINGS.md"

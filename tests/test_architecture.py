@@ -4,46 +4,23 @@ from __future__ import annotations
 
 import ast
 import inspect
-from pathlib import Path
 
 import pytest
 import torch
 
-import seq2seq_zoo
+from import_graph import FILES, PKG, import_edges
 from seq2seq_zoo import errors
 
-PKG = Path(seq2seq_zoo.__file__).parent
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def import_graph() -> dict[str, set[str]]:
     """module -> package modules it imports, at module level or inside functions alike (a function-level
-    import that closes a cycle is still a cycle, only a hidden one)."""
-    files = {_module_name(p): p for p in PKG.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for mod, path in files.items():
-        deps = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                deps |= {a.name for a in node.names if a.name in files}
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-                    base = base[: len(base) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                for a in node.names:
-                    if f"{target}.{a.name}" in files:
-                        deps.add(f"{target}.{a.name}")
-                    elif target in files:
-                        deps.add(target)
-        deps.discard(mod)
-        graph[mod] = deps
+    import that closes a cycle is still a cycle, only a hidden one); an import from a package is an edge
+    to the package, whose __init__ runs first."""
+    top, lazy = import_edges(resolve=False)
+    graph: dict[str, set[str]] = {m: set() for m in FILES}
+    for a, b in top | lazy:
+        graph[a].add(b)
     return graph
 
 

@@ -5,18 +5,14 @@ name (a new one fails until it is listed, a removed one until it is struck off).
 its experiment file once."""
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
-import seq2seq_zoo
 from conftest import run_cli, tiny_experiment, write_dialogsum
-
-PKG = Path(seq2seq_zoo.__file__).parent
+from import_graph import FILES, PKG, import_edges
 
 # lowest first; a module belongs to the first entry naming it or a package above it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
@@ -43,67 +39,12 @@ LAZY_UPWARD = {
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-FILES = {_module_name(p): p for p in PKG.rglob("*.py")}
-
-
 def layer_of(module: str) -> int:
     rest = "seq2seq_zoo" if module == "seq2seq_zoo" else module.removeprefix("seq2seq_zoo.")
     for i, (_, mods) in enumerate(LAYERS):
         if any(rest == m or rest.startswith(m + ".") for m in mods):
             return i
     raise KeyError(f"{module}: in no layer of tests/test_layering.py; add it to LAYERS")
-
-
-def _reexports(package: str) -> dict[str, str]:
-    """name -> the submodule a package's __init__ takes it from (``from seq2seq_zoo.config.schema import X``)."""
-    out = {}
-    for node in ast.parse(FILES[package].read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(package + "."):
-            for a in node.names:
-                out[a.asname or a.name] = node.module
-    return out
-
-
-def _targets(mod: str, path: Path, node) -> set[str]:
-    """The package modules one import statement loads; a name a package re-exports resolves to the
-    submodule that defines it, so ``from seq2seq_zoo.config import RunSpec`` depends on config.spec."""
-    if isinstance(node, ast.Import):
-        return {a.name for a in node.names if a.name in FILES}
-    if node.level:
-        base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-        base = base[: len(base) - node.level + 1]
-        target = ".".join(base + ([node.module] if node.module else []))
-    else:
-        target = node.module or ""
-    out = set()
-    for a in node.names:
-        if f"{target}.{a.name}" in FILES:
-            out.add(f"{target}.{a.name}")
-        elif target in FILES:
-            out.add(_reexports(target).get(a.name, target) if FILES[target].name == "__init__.py" else target)
-    return out
-
-
-def import_edges() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """(module-level edges, edges made inside a function), as (importer, imported) pairs."""
-    top, lazy = set(), set()
-
-    def visit(mod, path, nodes, inside):
-        for n in nodes:
-            if isinstance(n, (ast.Import, ast.ImportFrom)):
-                (lazy if inside else top).update((mod, t) for t in _targets(mod, path, n) if t != mod)
-            for child in ast.iter_child_nodes(n):
-                fn = isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                visit(mod, path, [child], inside or fn)
-
-    for mod, path in FILES.items():
-        visit(mod, path, ast.parse(path.read_text(encoding="utf-8")).body, False)
-    return top, lazy
 
 
 def test_every_module_has_a_layer():

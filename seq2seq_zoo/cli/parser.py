@@ -4,9 +4,17 @@ from __future__ import annotations
 import argparse
 
 
+def _debug(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+
+
+def _no_progress(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", default="results", metavar="DIR", help="results folder (default: ./results)")
-    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _debug(p)
 
 
 def _positive_int(text: str) -> int:
@@ -46,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check the file and print each run's settings (profile, like and grid applied; only "
                         "those that differ from the built-in defaults) and what zoo run would do with it "
                         "(train, resume, skip, take over); trains and writes nothing")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _no_progress(p)
     p.add_argument("--device", help="override train.device (cpu, cuda, cuda:1)")
     p.add_argument("--nproc", type=_positive_int, default=1, metavar="N",
                    help="train with N data-parallel processes on this machine (DistributedDataParallel: gloo "
@@ -65,9 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list registered models, datasets, metrics, schedules, objectives")
     p.add_argument("what", nargs="?", default="all",
-                   choices=["all", "models", "datasets", "metrics", "schedules", "objectives"])
+                   choices=["all", "models", "datasets", "metrics", "schedules", "objectives"],
+                   help="which registry to list (default: all)")
     p.add_argument("--pattern", default="*", help="glob filter on names, e.g. 'trans*'")
-    p.add_argument("--debug", action="store_true")
+    _debug(p)
 
     p = sub.add_parser("data", help="download corpora or show where the data is looked for")
     dsub = p.add_subparsers(dest="data_cmd", metavar="ACTION")
@@ -76,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--data-dir", default=None, help="target folder (default: $ZOO_DATA or ./data)")
     d.add_argument("--mirror", help="base URL of a mirror (also $ZOO_DATA_MIRROR)")
     d.add_argument("--force", action="store_true", help="re-download files whose checksum is wrong")
-    d.add_argument("--debug", action="store_true")
+    _debug(d)
     d = dsub.add_parser("info", help="where a dataset is found, its split sizes and the fields used",
                         description="Read every split of a dataset and show where it was found, the files, "
                                     "the split sizes (and rows skipped), the fields used, and for inshorts the "
@@ -91,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a data.options entry (TOML value; a bare word is a string); repeatable")
     d.add_argument("--profile", default="auto", help="with an experiment file: as for `zoo run`")
-    d.add_argument("--data-dir")
-    d.add_argument("--debug", action="store_true")
+    d.add_argument("--data-dir", help="folder containing <dataset>/ (default: the usual search, as for `zoo run`)")
+    _debug(d)
 
     p = sub.add_parser("summarize", help="summarise text (stdin, --file, or many with --input) with a trained run",
                        description="Without --input: the whole of stdin (or --file) is one text. With --input: "
@@ -106,33 +115,34 @@ def build_parser() -> argparse.ArgumentParser:
                                    "source, dialogue, document that is present)")
     p.add_argument("--batch-size", type=_positive_int, default=16, help="texts per batch (default: 16)")
     p.add_argument("--checkpoint", default="best.pt", help="of a run folder: best.pt (default), last.pt, averaged.pt")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _no_progress(p)
     p.add_argument("--beam-size", type=_positive_int, help="beam size (default: the run's decode.beam_size)")
     p.add_argument("--max-len", type=_positive_int, help="maximum summary length in tokens")
-    p.add_argument("--debug", action="store_true")
+    _debug(p)
 
     p = sub.add_parser("export", help="write a trained run as a self-contained model folder (safetensors, "
                                       "config, vocabulary, model card)")
     p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
     p.add_argument("out", help="the folder to write (new or empty, or an earlier export)")
     p.add_argument("--checkpoint", default="best.pt", help="best.pt (default), last.pt or averaged.pt")
-    p.add_argument("--debug", action="store_true")
+    _debug(p)
 
     p = sub.add_parser("average", help="average the weights of a run's last N epoch checkpoints",
                        description="Writes RUN/checkpoints/averaged.pt, the mean of the last N epochs' weights "
                                    "(kept by runs trained with train.average_last >= N). Use it with `zoo export "
                                    "RUN OUT --checkpoint averaged.pt` or `zoo summarize RUN --checkpoint averaged.pt`.")
-    p.add_argument("run_dir")
-    p.add_argument("--last", type=_positive_int, required=True, metavar="N")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
+    p.add_argument("--last", type=_positive_int, required=True, metavar="N",
+                   help="how many of the last epoch checkpoints to average (at most train.average_last)")
+    _debug(p)
 
     p = sub.add_parser("params", help="trainable parameters per component for every run of an experiment",
                        description="Build every run's model (no training) on the real vocabulary and print "
                                    "its trainable parameters per component (embedding, encoder, decoder, output).")
-    p.add_argument("experiment")
+    p.add_argument("experiment", help="experiment TOML file, e.g. experiments/pe_ablation.toml")
     p.add_argument("--profile", default="auto", help="as for `zoo run`")
-    p.add_argument("--data-dir")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("--data-dir", help="as for `zoo run`: the folder containing <dataset>/")
+    _debug(p)
 
     p = sub.add_parser("eval", help="re-score a run's predictions.jsonl, or re-decode its best checkpoint (--decode)",
                        description="Without --decode: re-score RUN_DIR/predictions.jsonl and print the scores. "
@@ -143,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Example:\n  zoo eval results/dialogsum_transformer/strong-seed1 "
                               "--decode beam_size=8,length_penalty=1.0 --name beam8_lp1",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a finished run folder, e.g. results/smoke/tiny")
     p.add_argument("--metrics", nargs="+", default=None,
                    help="metrics to re-score with (default: rouge); not with --decode, which scores with the "
                         "run's eval.metrics")
@@ -163,9 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     _decode_source(p)
     p.add_argument("--force", action="store_true", help="decode again even if NAME was already decoded; with "
                                                          "--save, score again what already holds the metrics")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _no_progress(p)
     p.add_argument("--json", action="store_true", help="print the full record of scores and settings as JSON")
-    p.add_argument("--debug", action="store_true")
+    _debug(p)
 
     p = sub.add_parser("tune", help="score a grid of decoding settings on the validation split of a finished run",
                        description="Decode the VALIDATION split of a finished run's best checkpoint once per "
@@ -176,15 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Example:\n  zoo tune results/dialogsum_transformer/strong-seed1 "
                               "--grid beam_size=1,4 length_penalty=0.6,1.0",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a finished run folder with its best checkpoint, e.g. results/smoke/tiny")
     p.add_argument("--grid", nargs="+", required=True, metavar="KEY=V1,V2,...",
                    help="decode.* settings and the values to try, e.g. beam_size=1,4 length_penalty=0.6,1.0")
     p.add_argument("--max-examples", type=_positive_int, default=None,
                    help="score the first N validation examples only (default: all after data.max_valid)")
     _decode_source(p)
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--debug", action="store_true")
+    _no_progress(p)
+    _debug(p)
 
     p = sub.add_parser("bench", help="training and decoding throughput against a Hugging Face BART peer",
                        description="Measure in one process, on random batches of the seed Transformer's shape (batch 32,\n"
@@ -221,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="torch CPU threads (default: torch's, lowered to the cores other processes leave free)")
     p.add_argument("--data-dir", help="folder containing dialogsum/ (default: the usual search)")
-    p.add_argument("--debug", action="store_true")
+    _debug(p)
     for name in ("run", "report", "list", "summarize", "params", "eval"):  # user models from outside the package
         sub.choices[name].add_argument(
             "--models", action="append", metavar="PATH", default=[],

@@ -250,8 +250,8 @@ def load_split(dataset: str, data_dir: Path, split: str, on_bad: str = "skip_emp
                stats: ReadStats | None = None, options: dict | None = None) -> list[Example]:
     """The examples of one split, read by the dataset's reader. A corpus under ``<data_dir>/<dataset>/``
     is parsed once per process while its files are unchanged (``zoo run`` reads it for every run of an
-    experiment: See et al.'s CNN/DailyMail is 230,000 gzipped lines a read); ``stats`` gets the same counts
-    and notes either way."""
+    experiment, and a large corpus takes seconds to parse); ``stats`` gets the same counts and notes either
+    way."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
     reader = DATASETS.get(dataset)

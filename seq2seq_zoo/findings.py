@@ -73,9 +73,11 @@ def parse_claim(claim: str, metric: str = "rouge1") -> tuple[str, str, str, str,
     return m.group("a"), m.group("op"), m.group("b"), metric, float(m.group("c") or 1.0)
 
 
-def parse_findings(entries, run_names: list[str], decode_names: list[str], fail) -> list[Finding]:
-    """The ``[[findings]]`` entries of an experiment file, checked against its runs. ``fail(key, msg)``
-    returns the error to raise (it names the file and line)."""
+def parse_findings(entries, run_names: list[str], decodes: dict[str, tuple[str, ...] | None], fail) -> list[Finding]:
+    """The ``[[findings]]`` entries of an experiment file, checked against its runs and its ``[[decode]]``
+    entries ({name: the runs it decodes, None for every run}). ``fail(key, msg)`` returns the error to
+    raise (it names the file and line)."""
+    decode_names = list(decodes)
     from seq2seq_zoo.registry import did_you_mean
     if not isinstance(entries, list):
         raise fail("findings", "must be an array of tables ([[findings]])")
@@ -106,6 +108,9 @@ def parse_findings(entries, run_names: list[str], decode_names: list[str], fail)
             if dec and dec not in decode_names + ["default"]:
                 raise fail(f"findings[{i}].claim", f"no [[decode]] entry named '{dec}'."
                            f"{did_you_mean(dec, decode_names)}")
+            if dec in decodes and decodes[dec] is not None and run not in decodes[dec]:
+                raise fail(f"findings[{i}].claim", f"[[decode]] '{dec}' does not decode run '{run}' (its runs: "
+                           f"{', '.join(decodes[dec])}); add the run to its runs or compare another")
         out.append(Finding(e["claim"], a, b, op, metric, scale, e.get("source", ""), e.get("note", ""),
                            e.get("test_informed", False)))
     return out

@@ -112,6 +112,44 @@ def test_one_decode_entry_can_be_the_headline(tmp_path):
                                 name="dec.toml"))
     assert [(d.name, d.overrides, d.headline) for d in exp.decodes] == [("x", {"beam_size": 2}, True)]
 
+
+def test_a_decode_entry_can_be_limited_to_some_runs(tmp_path, monkeypatch):
+    """``runs = [...]``: the entry decodes those runs' seeds alone (its max_len is checked against them
+    only), a finding may not name it with another run, and `zoo run`'s sweep passes it to no other run."""
+    from types import SimpleNamespace
+
+    from seq2seq_zoo import evaluation
+    from seq2seq_zoo.cli.run import _decode_sweep
+    body = ('[[runs]]\nname = "a"\nseeds = [1, 2]\ndata.max_tgt_len = 40\ndecode.max_len = 20\n'
+            '[[runs]]\nname = "b"\ndata.max_tgt_len = 20\ndecode.max_len = 20\n'
+            '[[runs]]\nname = "l"\nmodel = "lead"\n'
+            '[[decode]]\nname = "long"\nmax_len = 30\nruns = ["a"]\n[[decode]]\nname = "g"\nmethod = "greedy"\n')
+    exp = load_experiment(write(tmp_path, body, name="dec.toml"))
+    long, g = exp.decodes
+    assert long.runs == ("a",) and g.runs is None
+    assert [(s.name, long.applies_to(s), g.applies_to(s)) for s in exp.runs] == [
+        ("a-seed1", True, True), ("a-seed2", True, True), ("b", False, True), ("l", False, True)]
+    for extra, words in (('runs = ["c"]', ["decode[0].runs", "'c'", "Trained runs: a, b"]),
+                         ('runs = ["l"]', ["'l'", "baseline"]),
+                         ("runs = []", ["non-empty list"]),
+                         ('runs = ["b"]', ["max_len 30", "'b'"])):
+        with pytest.raises(ConfigError) as e:
+            load_experiment(write(tmp_path, body.replace('runs = ["a"]', extra), name="dec.toml"))
+        assert all(w in str(e.value) for w in words), str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load_experiment(write(tmp_path, body + '[[findings]]\nclaim = "b/long > b"\n', name="dec.toml"))
+    assert "does not decode run 'b'" in str(e.value)
+    assert load_experiment(write(tmp_path, body + '[[findings]]\nclaim = "a/long > b/g"\n', name="dec.toml")).findings
+
+    calls = []
+    monkeypatch.setattr(evaluation, "run_decodes", lambda run_dir, variants, **k: calls.append((run_dir.name, variants)))
+    for s in exp.runs:
+        (tmp_path / "R" / s.name).mkdir(parents=True)
+        (tmp_path / "R" / s.name / "record.json").write_text("{}")
+    _decode_sweep(exp, tmp_path / "R", SimpleNamespace(data_dir=None, device=None, no_progress=True))
+    names = {run: [v[0] for v in variants] for run, variants in calls}
+    assert names == {"a-seed1": ["long", "g"], "a-seed2": ["long", "g"], "b": ["g"], "l": ["g"]}
+
 BAD = [
     # (body, words the message must contain)
     ('d_modle = 32\n[[runs]]\nname = "a"\n', ["d_modle", "d_model"]),

@@ -205,7 +205,8 @@ def _dry_run(args) -> int:
         for k, v in own.items():
             print(f"  {k} = {toml_value(v)}")
     if exp.decodes:
-        print(f"\ndecoding sweep of every trained run's best checkpoint: {', '.join(d.name for d in exp.decodes)}")
+        print("\ndecoding sweep of every trained run's best checkpoint: "
+              + ", ".join(d.name + (f" ({', '.join(d.runs)} only)" if d.runs else "") for d in exp.decodes))
     if exp.findings:
         print(f"findings judged: {'; '.join(f.claim for f in exp.findings)}")
     return 0
@@ -220,5 +221,8 @@ def _decode_sweep(exp, exp_dir: Path, args) -> None:
     cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
     for spec in exp.runs:
         if (exp_dir / spec.name / "record.json").exists():
-            run_decodes(exp_dir / spec.name, [(v.name, v.overrides) for v in exp.decodes], data_dir=args.data_dir,
+            variants = [(v.name, v.overrides) for v in exp.decodes if v.applies_to(spec)]
+            if not variants:
+                continue
+            run_decodes(exp_dir / spec.name, variants, data_dir=args.data_dir,
                         config_dir=spec.data_dir, device=args.device, progress=not args.no_progress, command=cmd)

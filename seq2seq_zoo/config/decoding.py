@@ -15,9 +15,12 @@ from seq2seq_zoo.names import NAME_RULE, name_problem
 
 
 def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
-    """[[decode]] entries: a plain unique name plus decode.* keys, checked like [defaults.decode] and
-    against every run (decode.max_len may not exceed a run's data.max_tgt_len)."""
+    """[[decode]] entries: a plain unique name, decode.* keys checked like [defaults.decode] and against
+    every run it decodes (decode.max_len may not exceed a run's data.max_tgt_len), and ``runs``, the runs
+    it decodes (names as in the tables, without -seedN; default every trained run): a variant that only
+    makes sense for some of a file's runs, e.g. a headline decoding in a file that also has dialogues."""
     out: list[DecodeVariant] = []
+    trained = list(dict.fromkeys(s.group for s in specs))
     for i, entry in enumerate(entries):
         label = f"decode[{i}]"
         if not isinstance(entry, dict):
@@ -25,6 +28,16 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
         over = dict(entry)
         name = over.pop("name", None)
         headline = over.pop("headline", False)
+        runs = over.pop("runs", None)
+        if runs is not None:
+            if not (isinstance(runs, list) and runs and all(isinstance(r, str) for r in runs)):
+                raise ctx.fail(f"{label}.runs", f"expected a non-empty list of run names, got {runs!r}")
+            for r in runs:
+                if r not in trained:
+                    from seq2seq_zoo.registry import did_you_mean
+                    raise ctx.fail(f"{label}.runs", f"no trained run named '{r}' in this file (a baseline has "
+                                   f"nothing to decode).{did_you_mean(r, trained)} Trained runs: {', '.join(trained)}")
+            runs = tuple(dict.fromkeys(runs))
         if not isinstance(headline, bool):
             raise ctx.fail(f"{label}.headline", f"expected true or false, got {headline!r}")
         if headline and any(v.headline for v in out):
@@ -41,12 +54,12 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
             raise ctx.fail(label, f"[[decode]] '{name}' changes nothing; give decode keys "
                            f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
         _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
-        for spec in specs:
+        for spec in (s for s in specs if runs is None or s.group in runs):
             too_long = decode_too_long(dataclasses.replace(spec.decode, **over), spec.data)
             if too_long:
                 raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
                                f"decode '{name}' of run '{spec.name}': {too_long}")
-        out.append(DecodeVariant(name, over, headline))
+        out.append(DecodeVariant(name, over, headline, runs))
     return out
 
 

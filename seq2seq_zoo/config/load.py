@@ -296,7 +296,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
     decodes = _decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)])
     from seq2seq_zoo.findings import parse_findings
-    findings = parse_findings(raw.get("findings", []), groups, [d.name for d in decodes], ctx.fail)
+    findings = parse_findings(raw.get("findings", []), groups, {d.name: d.runs for d in decodes}, ctx.fail)
     full = Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,
                       description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
                       findings=findings)
@@ -316,7 +316,7 @@ def select_runs(exp: Experiment, only: list[str]) -> Experiment:
     "tmax": tmax-seed1, tmax-seed2, ...; NAME-seedN one seed); the same spec objects, in the file's order."""
     specs = exp.runs
     names = [s.name for s in specs]
-    base = {s.name: re.sub(rf"-seed{s.seed}$", "", s.name) for s in specs}
+    base = {s.name: s.group for s in specs}
     for o in only:
         if o not in names and o not in base.values():
             raise ConfigError(f"{exp.path}: no run named '{o}'.{did_you_mean(o, names)} Runs: {', '.join(names)}")

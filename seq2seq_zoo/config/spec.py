@@ -28,6 +28,11 @@ class RunSpec:
     description: str = ""
     same_as: str | None = None   # "EXPERIMENT/RUN": the same run, trained by another experiment (see reuse.py)
 
+    @property
+    def group(self) -> str:
+        """The run's name without its -seedN suffix: the row of tables and findings its seeds share."""
+        return self.name.removesuffix(f"-seed{self.seed}")
+
     def to_dict(self) -> dict[str, Any]:
         return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
                 "model_options": dict(self.model_options), "profile": self.profile,
@@ -57,10 +62,15 @@ class Experiment:
 
 @dataclass
 class DecodeVariant:
-    """One [[decode]] entry: re-decode every run's best checkpoint with these decode.* overrides."""
+    """One [[decode]] entry: re-decode every run's best checkpoint (or those of ``runs``) with these
+    decode.* overrides."""
     name: str
     overrides: dict[str, Any]
     headline: bool = False   # chosen on validation: the leaderboard and README show the runs decoded so
+    runs: tuple[str, ...] | None = None   # the runs it decodes (names without -seedN); None: every trained run
+
+    def applies_to(self, spec: RunSpec) -> bool:
+        return self.runs is None or spec.group in self.runs
 
     def apply(self, base: DecodeConfig) -> DecodeConfig:
         return dataclasses.replace(base, **copy.deepcopy(self.overrides))

@@ -52,6 +52,7 @@ TOP_DOC = {
     "grid": "`KEY = [values...]`: one run per combination, crossed with the runs",
     "findings": "`[[findings]]`: published claims judged on the results (`claim`, `metric`, `source`, `note`)",
     "decode": "`[[decode]]`: decoding variants of every run's best checkpoint (`name` and `decode.*` keys; "
+              "`runs = [...]` to decode only those runs; "
               "`headline = true` on the one chosen on the validation split: the leaderboard and the README "
               "headline then show every trained run of the file with it)",
 }

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -47,7 +46,7 @@ from seq2seq_zoo.models.fast.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
-from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, hardware, pick_device
+from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, hardware, invocation, pick_device
 
 TRAIN_SAMPLE_FILE = "predictions_train_sample.jsonl"
 EXAMPLES_FILE = "examples.json"
@@ -322,7 +321,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
                   "overrides": over, "run_finished": run_rec.get("finished"), "checkpoint": "checkpoints/best.pt",
                   "best_step": run_rec.get("train", {}).get("best_step"),
                   "train_sample_fraction": spec.eval.train_sample,
-                  "command": command or "zoo " + " ".join(sys.argv[1:]),
+                  "command": command or invocation(),
                   "finished": datetime.now(UTC).isoformat(timespec="seconds"), "hardware": hardware(),
                   "eval": block, "train_sample": extra["train_sample"],
                   "compute_seconds": block["decode_seconds"] + block["metric_seconds"] + extra["seconds"]}

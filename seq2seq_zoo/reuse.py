@@ -11,7 +11,6 @@ here as usual. The record says where it came from (``reused_from``) and the tabl
 from __future__ import annotations
 
 import shutil
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from seq2seq_zoo.config import LEGACY_VALUES, RunSpec, inert_settings
 from seq2seq_zoo.errors import UserError
 from seq2seq_zoo.registry import model_options
 from seq2seq_zoo.results import read_record, write_record
+from seq2seq_zoo.utils import invocation
 
 # spec keys that name or describe a run without changing what it computes
 _NAMING = {"experiment", "name", "description", "same_as", "profile"}
@@ -183,7 +183,7 @@ def take_over(spec: RunSpec, src: Path, out: Path, *, order: int, command: str |
     record = {k: v for k, v in rec.items() if k != "schema"}
     record.update({
         "experiment": spec.experiment, "run": spec.name, "order": order, "spec": spec.to_dict(),
-        "command": command or " ".join(sys.argv),   # this invocation, as runner.run records it
+        "command": command or invocation(),   # this invocation, as runner.run records it
         "reused_from": {"run": src_run, "command": rec.get("command"), "finished": rec.get("finished"),
                         "wall_seconds": rec.get("wall_seconds"), "compute_seconds": rec.get("compute_seconds")},
         "taken_over": datetime.now(timezone.utc).isoformat(timespec="seconds"),

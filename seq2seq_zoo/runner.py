@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,8 +25,8 @@ from seq2seq_zoo.precision import autocast_dtype
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.loop import fit, lr_at
-from seq2seq_zoo.utils import (atomic_write_json, hardware, load_checkpoint, pick_device, process_code_version,
-                                seed_everything)
+from seq2seq_zoo.utils import (atomic_write_json, hardware, invocation, load_checkpoint, pick_device,
+                               process_code_version, seed_everything)
 
 
 def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, vocab: Vocab | None = None):
@@ -202,7 +201,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     lr_steps = sorted(set(np.unique(np.geomspace(1, steps, num=min(steps, 200)).astype(int)).tolist()))
     record = {
         "experiment": spec.experiment, "run": spec.name, "order": order, "status": "done",
-        "version": __version__, "code": code, "command": command or " ".join(sys.argv),
+        "version": __version__, "code": code, "command": command or invocation(),
         "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
         "params": params, "model_rules": model.model_rules(),  # the rules the tables state

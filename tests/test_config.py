@@ -142,11 +142,13 @@ def test_a_decode_entry_can_be_limited_to_some_runs(tmp_path, monkeypatch):
     assert load_experiment(write(tmp_path, body + '[[findings]]\nclaim = "a/long > b/g"\n', name="dec.toml")).findings
 
     calls = []
-    monkeypatch.setattr(evaluation, "run_decodes", lambda run_dir, variants, **k: calls.append((run_dir.name, variants)))
+    monkeypatch.setattr(evaluation, "run_decodes",
+                        lambda run_dir, variants, **k: calls.append((run_dir.name, variants)))
     for s in exp.runs:
         (tmp_path / "R" / s.name).mkdir(parents=True)
         (tmp_path / "R" / s.name / "record.json").write_text("{}")
-    _decode_sweep(exp, tmp_path / "R", SimpleNamespace(data_dir=None, device=None, no_progress=True))
+    args = SimpleNamespace(data_dir=None, device=None, no_progress=True, argv=["run", "dec.toml"])
+    _decode_sweep(exp, tmp_path / "R", args)
     names = {run: [v[0] for v in variants] for run, variants in calls}
     assert names == {"a-seed1": ["long", "g"], "a-seed2": ["long", "g"], "b": ["g"], "l": ["g"]}
 

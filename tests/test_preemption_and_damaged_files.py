@@ -674,6 +674,23 @@ def test_code_version_names_the_checkout_commit_and_none_outside_git(tmp_path):
     assert code_version(tmp_path)["dirty"] is True
 
 
+def test_records_name_the_command_as_a_user_types_it(corpus, tmp_path):
+    """A record's command is `zoo ...` whether the zoo script, `python -m seq2seq_zoo` or `python -m
+    seq2seq_zoo.cli` ran it (no checkout path in the record), and the plain command line otherwise."""
+    import seq2seq_zoo
+    from seq2seq_zoo.utils import invocation
+    pkg = Path(seq2seq_zoo.__file__).parent
+    for entry in ("/usr/bin/zoo", str(pkg / "__main__.py"), str(pkg / "cli" / "__main__.py")):
+        assert invocation([entry, "run", "my exp.toml", "--only", "a"]) == "zoo run 'my exp.toml' --only a"
+    assert invocation(["/x/train.py", "--lr", "1"]) == "/x/train.py --lr 1"
+    assert invocation([str(tmp_path / "__main__.py"), "run"]) == f"{tmp_path / '__main__.py'} run"   # not ours
+    tmp, data = corpus
+    toml = write_exp(tmp_path / "one.toml", exp_text("one", ["a"]))
+    done = main_captured(_run_args(toml, tmp_path / "R", data))
+    assert done.rc == 0, done.err
+    assert record(tmp_path / "R", "one", "a")["command"] == "zoo " + " ".join(_run_args(toml, tmp_path / "R", data))
+
+
 def test_every_run_of_one_zoo_run_records_the_commit_the_process_started_with(corpus, tmp_path, monkeypatch):
     """A `zoo run` of several runs keeps the code it imported while the checkout moves on (here: the
     commit changes while run `a` trains), so both records name the commit of the process's start."""

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,8 @@ def cmd_run(args) -> int:
     if args.nproc > 1 and not distributed.launched():
         return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process
-    from seq2seq_zoo.utils import process_code_version
+    from seq2seq_zoo.utils import invocation, process_code_version
+    cmd = invocation(["zoo", *args.argv])   # as typed, whatever started the process
     process_code_version()     # the commit of the code imported now, for every run's record
     profile, full, exp = _experiment_of(args)
     from seq2seq_zoo.names import inside
@@ -59,7 +59,6 @@ def cmd_run(args) -> int:
                     print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
                 continue
             all_order = order.index(spec.name)
-            cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
             if action == "take_over":  # the same run, finished by another experiment: take it over, do not retrain
                 src = found
                 if ddp is None or ddp.is_main:
@@ -218,7 +217,8 @@ def _decode_sweep(exp, exp_dir: Path, args) -> None:
     if not exp.decodes:
         return
     from seq2seq_zoo.evaluation import run_decodes
-    cmd = "zoo " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("zoo") else None
+    from seq2seq_zoo.utils import invocation
+    cmd = invocation(["zoo", *args.argv])
     for spec in exp.runs:
         if (exp_dir / spec.name / "record.json").exists():
             variants = [(v.name, v.overrides) for v in exp.decodes if v.applies_to(spec)]

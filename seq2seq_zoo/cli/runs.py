@@ -156,12 +156,13 @@ def _rebuild_report(run_dir: Path) -> None:
 def _eval_decode(args) -> int:
     """zoo eval RUN_DIR --decode k=v,... [--name NAME]: one decoding variant of a finished run."""
     from seq2seq_zoo.evaluation import parse_variant_arg, run_decodes
+    from seq2seq_zoo.utils import invocation
     run_dir = Path(args.run_dir)
     name, over = parse_variant_arg(args.decode, args.name)
     if args.metrics:
         raise UserError("--metrics goes without --decode; a re-decoded run is scored with its own eval.metrics")
     recs = run_decodes(run_dir, [(name, over)], data_dir=args.data_dir, device=args.device, force=args.force,
-                       on_change="error", progress=not args.no_progress, command="zoo " + " ".join(sys.argv[1:]),
+                       on_change="error", progress=not args.no_progress, command=invocation(["zoo", *args.argv]),
                        order_base=1000, log=lambda m: print(m, file=sys.stderr))
     if recs and args.json:
         print(json.dumps({"run": recs[0]["run"], "decode": name, "n_examples": recs[0]["eval"]["n_examples"],

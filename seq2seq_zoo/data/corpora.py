@@ -258,7 +258,8 @@ def load_split(dataset: str, data_dir: Path, split: str, on_bad: str = "skip_emp
     stats = stats if stats is not None else ReadStats()
     if not uses_data_dir(dataset, options or {}):   # files named in the options: read them every time
         return reader(Path(data_dir), split, on_bad=on_bad, stats=stats, **(options or {}))
-    key = (dataset, str(Path(data_dir).resolve()), split, on_bad, json.dumps(options or {}, sort_keys=True, default=str))
+    key = (dataset, str(Path(data_dir).resolve()), split, on_bad,
+           json.dumps(options or {}, sort_keys=True, default=str))
     hit = _PARSED.get(key)
     if hit is not None and hit[0] == _fingerprint(Path(data_dir) / dataset, hit[2].notes):
         _PARSED.move_to_end(key)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +34,14 @@ def process_code_version() -> dict[str, Any]:
     checkout moves on (a commit, a `git pull`), so taking the commit again at each run's start named code
     the run did not use (a run started after two commits would record the newer one)."""
     return code_version()
+
+
+def invocation(argv: list[str] | None = None) -> str:
+    """The command that produced a result, as a user types it: ``zoo ARGS`` when the process runs the
+    zoo CLI (the ``zoo`` script, ``python -m seq2seq_zoo`` or ``python -m seq2seq_zoo.cli``: the
+    checkout's path stays out of the record), else the plain command line."""
+    argv = list(sys.argv if argv is None else argv) or [""]
+    entry = Path(argv[0])
+    package = Path(__file__).resolve().parent.parent   # seq2seq_zoo/
+    ours = entry.name == "__main__.py" and entry.resolve().parent in (package, package / "cli")
+    return shlex.join(["zoo", *argv[1:]] if entry.name == "zoo" or ours else argv)

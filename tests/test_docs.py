@@ -169,7 +169,8 @@ def test_leaderboard_from_records(tmp_path):
     and an archive folder: the archive stays out, the marks and the link are there."""
     from seq2seq_zoo.report.leaderboard import HEADLINE_END, HEADLINE_START, write_leaderboard
     src = ROOT / "results" / "inshorts_transformer"
-    for dest in (tmp_path / "results" / "inshorts_transformer", tmp_path / "results" / "archive" / "old_exp_before_fixes"):
+    results = tmp_path / "results"
+    for dest in (results / "inshorts_transformer", results / "archive" / "old_exp_before_fixes"):
         for run in ("transformer", "lead60"):
             (dest / run).mkdir(parents=True)
             for name in ("record.json", "scores.jsonl"):

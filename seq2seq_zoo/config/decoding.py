@@ -12,6 +12,7 @@ from seq2seq_zoo.config.toml_lines import _Where, parse_value
 from seq2seq_zoo.config.values import _build
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
+from seq2seq_zoo.registry import did_you_mean
 
 
 def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
@@ -34,7 +35,6 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
                 raise ctx.fail(f"{label}.runs", f"expected a non-empty list of run names, got {runs!r}")
             for r in runs:
                 if r not in trained:
-                    from seq2seq_zoo.registry import did_you_mean
                     raise ctx.fail(f"{label}.runs", f"no trained run named '{r}' in this file (a baseline has "
                                    f"nothing to decode).{did_you_mean(r, trained)} Trained runs: {', '.join(trained)}")
             runs = tuple(dict.fromkeys(runs))

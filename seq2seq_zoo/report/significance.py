@@ -546,8 +546,10 @@ def findings_markdown(judged: list[dict]) -> list[str]:
             to_markdown(findings_rows(judged).drop(columns=["experiment", "profile"], errors="ignore")), ""]
 
 
-ARCHIVE_DIRS = ("archive",)   # superseded results: runs made before the correctness fixes
-ARCHIVE = tuple(f"{d}/" for d in ARCHIVE_DIRS)   # (archive/*_before_fixes) and of a file's earlier setup
+# superseded results: runs made before the correctness fixes (archive/*_before_fixes) and runs of an
+# experiment file's earlier setup (archive/cnn_pointer_raw, archive/scst_token_ml)
+ARCHIVE_DIRS = ("archive",)
+ARCHIVE = tuple(f"{d}/" for d in ARCHIVE_DIRS)
 
 
 def _tally(judged: list[dict]) -> str:
@@ -578,7 +580,8 @@ def write_findings_index(root: Path, warn=None) -> Path | None:
             continue
         except OSError:
             continue
-        # the folder, not only the experiment's name: results/archive/X_before_fixes and results/X are different runs of X
+        # the folder, not only the experiment's name: results/archive/X_before_fixes and results/X are
+        # different runs of X
         judged += [{**j, "experiment": p.parent.relative_to(root).as_posix()} for j in found]
     if not files:
         return None

@@ -36,6 +36,13 @@ def name_problem(name) -> str | None:
     return None
 
 
+def run_group(run: str, seed) -> str:
+    """A run's name without the ``-seedN`` suffix its seed gives it (``pg-seed2`` -> ``pg``): the name the
+    seeds of one run share in tables, plots and ``[[findings]]`` claims. A name without the suffix of its
+    own seed is returned as it is."""
+    return re.sub(rf"-seed{seed}$", "", run)
+
+
 def check_name(name, where: str) -> str:
     """``name`` itself when it obeys the rule, else ``ConfigError`` naming ``where`` (a key, an option)."""
     problem = name_problem(name)

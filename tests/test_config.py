@@ -147,8 +147,8 @@ def test_a_decode_entry_can_be_limited_to_some_runs(tmp_path, monkeypatch):
     for s in exp.runs:
         (tmp_path / "R" / s.name).mkdir(parents=True)
         (tmp_path / "R" / s.name / "record.json").write_text("{}")
-    args = SimpleNamespace(data_dir=None, device=None, no_progress=True, argv=["run", "dec.toml"])
-    _decode_sweep(exp, tmp_path / "R", args)
+    args = SimpleNamespace(data_dir=None, device=None, no_progress=True)
+    _decode_sweep(exp, tmp_path / "R", args, "zoo run dec.toml")
     names = {run: [v[0] for v in variants] for run, variants in calls}
     assert names == {"a-seed1": ["long", "g"], "a-seed2": ["long", "g"], "b": ["g"], "l": ["g"]}
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import write_dialogsum
 from seq2seq_zoo.config import load_experiment
 from seq2seq_zoo.errors import ConfigError, UnsafePath, UserError
-from seq2seq_zoo.names import NAME_MAX, inside, name_problem
+from seq2seq_zoo.names import NAME_MAX, inside, name_problem, run_group
 from test_crash_safety import exp_text, main_captured, one_line, write_exp
 
 BAD = ["..", ".", ".hidden", "a/b", "a\\b", "/abs", "", "x" * (NAME_MAX + 1), "a b", "a\0b"]
@@ -24,6 +24,15 @@ def test_the_rule_refuses_paths_and_odd_names(name):
 @pytest.mark.parametrize("name", ["a", "dsum-pg-cov_seed2", "beam8.lp1", "x" * NAME_MAX, "résumé", "1"])
 def test_the_rule_takes_plain_names(name):
     assert name_problem(name) is None
+
+
+@pytest.mark.parametrize("run, seed, group", [
+    ("pg-seed2", 2, "pg"), ("pg-cov-seed12", 12, "pg-cov"), ("pg", 1, "pg"),
+    ("pg-seed2", 3, "pg-seed2"),             # another seed's suffix is part of the name
+    ("a-seed1-seed1", 1, "a-seed1"),         # one suffix, at the end only
+    ("seed1", 1, "seed1"), ("x-seed10", 1, "x-seed10")])
+def test_run_group_drops_the_runs_own_seed_suffix_only(run, seed, group):
+    assert run_group(run, seed) == group
 
 
 def test_inside_refuses_what_resolves_elsewhere(tmp_path):

@@ -85,7 +85,7 @@ def cmd_run(args) -> int:
         if ddp is not None and not ddp.is_main:
             finished = True
             return 0
-        _decode_sweep(exp, exp_dir, args)
+        _decode_sweep(exp, exp_dir, args, cmd)
         paths = build_report(exp_dir)
         from seq2seq_zoo.report.significance import write_findings_index
         index = write_findings_index(Path(args.results))
@@ -211,14 +211,13 @@ def _dry_run(args) -> int:
     return 0
 
 
-def _decode_sweep(exp, exp_dir: Path, args) -> None:
+def _decode_sweep(exp, exp_dir: Path, args, cmd: str) -> None:
     """[[decode]] entries: re-decode every finished run's best checkpoint with each entry's settings
-    (entries already decoded from the same checkpoint with the same settings are skipped)."""
+    (entries already decoded from the same checkpoint with the same settings are skipped); ``cmd``, the
+    command as typed, goes into each decoding's record."""
     if not exp.decodes:
         return
     from seq2seq_zoo.evaluation import run_decodes
-    from seq2seq_zoo.utils import invocation
-    cmd = invocation(["zoo", *args.argv])
     for spec in exp.runs:
         if (exp_dir / spec.name / "record.json").exists():
             variants = [(v.name, v.overrides) for v in exp.decodes if v.applies_to(spec)]

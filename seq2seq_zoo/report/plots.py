@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from seq2seq_zoo.names import run_group  # noqa: E402
 from seq2seq_zoo.report.artifacts import read_attention, read_positional  # noqa: E402
 
 MAX_SRC = 120   # source tokens an attention map shows (the rest is cut, and the title says so)
@@ -45,11 +46,10 @@ def _save(fig, path: Path) -> Path:
 def val_loss(records: list[dict], path: Path) -> Path | None:
     """Loss per epoch; a run trained with several seeds is one line (the mean) with a band (min-max
     over seeds), or, with one epoch, a min-max error bar. Baselines, which have no training, are left out."""
-    import re
     groups: dict[str, list[dict]] = {}
     for r in records:
         if r["train"].get("history"):
-            groups.setdefault(re.sub(rf"-seed{r['seed']}$", "", r["run"]), []).append(r)
+            groups.setdefault(run_group(r["run"], r["seed"]), []).append(r)
     if not groups:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4))

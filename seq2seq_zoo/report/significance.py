@@ -26,6 +26,7 @@ from collections import Counter
 
 from seq2seq_zoo import stats
 from seq2seq_zoo.findings import PER_RUN_METRICS, Finding
+from seq2seq_zoo.names import run_group
 from seq2seq_zoo.results import read_scores, write_scores
 from seq2seq_zoo.utils import atomic_write_text
 
@@ -118,7 +119,7 @@ class Group:
 
 
 def base_name(row: dict) -> str:
-    return re.sub(rf"-seed{row['seed']}$", "", row["run"])
+    return run_group(row["run"], row["seed"])
 
 
 def row_kind(row: dict) -> str:
@@ -285,7 +286,7 @@ def load_declared(exp_dir: Path) -> tuple[list[Finding], dict]:
     p = Path(exp_dir) / EXPERIMENT_FILE
     if not p.is_file():
         return [], {}
-    from seq2seq_zoo.utils import DamagedFile, read_json
+    from seq2seq_zoo.utils import DamagedFile
     fix = "run `zoo run EXPERIMENT` again to rewrite it (finished runs are skipped)"
     from seq2seq_zoo.results import read_checked
     meta = read_checked(p, fix)  # a damaged or wrongly shaped one raises DamagedFile naming it

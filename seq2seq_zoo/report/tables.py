@@ -5,6 +5,8 @@ import re
 
 import pandas as pd
 
+from seq2seq_zoo.names import run_group
+
 SCORE_COLUMNS = [
     ("rouge1", "R-1"), ("rouge2", "R-2"), ("rouge3", "R-3"), ("rougeL", "R-L"), ("rougeLsum", "R-Lsum"),
     ("rouge1_max", "R-1 max"), ("rouge2_max", "R-2 max"), ("rougeL_max", "R-L max"),
@@ -54,7 +56,7 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         row["train min"] = None if base else tr["train_seconds"] / 60
         row["tok/s"] = tr["tokens_per_s"]
         if reused:  # the source run without its -seedN suffix (the seed column has it), so seeds aggregate
-            row["trained as"] = re.sub(r"-seed\d+$", "", r.get("reused_from", {}).get("run", ""))
+            row["trained as"] = run_group(r.get("reused_from", {}).get("run", ""), r.get("seed"))
         rows.append(row)
     df = pd.DataFrame(rows)
     # score columns in the fixed order, whichever run had them first
@@ -131,7 +133,7 @@ def params_table(records: list[dict]) -> pd.DataFrame:
     (the seeds of a run, ``NAME-seedN``, share a row when their counts are equal)."""
     groups: dict[tuple, dict] = {}
     for r in records:
-        base = re.sub(rf"-seed{r.get('seed')}$", "", r["run"])
+        base = run_group(r["run"], r.get("seed"))
         key = (base, r["model"], r["data"]["vocab_size"], tuple(sorted(r["params"].items())))
         groups.setdefault(key, {**r, "run": base})
     records = list(groups.values())

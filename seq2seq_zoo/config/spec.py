@@ -10,6 +10,7 @@ from typing import Any
 
 from seq2seq_zoo.config.schema import SECTIONS, DataConfig, DecodeConfig, EvalConfig, TrainConfig
 from seq2seq_zoo.config.values import _build
+from seq2seq_zoo.names import run_group
 
 
 @dataclass
@@ -31,7 +32,7 @@ class RunSpec:
     @property
     def group(self) -> str:
         """The run's name without its -seedN suffix: the row of tables and findings its seeds share."""
-        return self.name.removesuffix(f"-seed{self.seed}")
+        return run_group(self.name, self.seed)
 
     def to_dict(self) -> dict[str, Any]:
         return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,

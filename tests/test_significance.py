@@ -363,6 +363,31 @@ def test_zoo_power_plans_seeds(tmp_path, capsys):
     assert main(["power", "--results", str(tmp_path), "--power", "1.5"]) == 2
 
 
+def test_zoo_power_notes_rewrites_the_table_and_keeps_the_written_plan(tmp_path):
+    """`zoo power --notes`: the table under "## Seed plan" is rebuilt from findings.json, the plan written
+    below it and the sections after it are kept, a second run changes nothing, and NOTES.md without the
+    section gets it appended."""
+    for exp in ("e", "f"):
+        (tmp_path / exp).mkdir()
+        (tmp_path / exp / "findings.json").write_text(json.dumps([
+            {"claim": "a > b", "metric": "rouge1", "verdict": "not shown", "n_a": 3, "n_b": 3,
+             "power": {"effect": 0.5, "seed_sd": 0.5, "one_sample": False}}]))
+    (tmp_path / "e" / "NOTES.md").write_text(
+        "# e\n\nRuns.\n\n## Seed plan\n\nold intro\n\n| finding | verdict |\n|---|---|\n| a > b | holds |\n\n"
+        "**Plan.** two more seeds of b.\n\n## Later\n\nkept too.\n")
+    (tmp_path / "f" / "NOTES.md").write_text("# f\n\nRuns.\n")
+    assert main(["power", "--results", str(tmp_path), "--notes"]) == 0
+    e = (tmp_path / "e" / "NOTES.md").read_text()
+    assert "| a > b | not shown (3 v 3) | +0.5 | 0.5 | " in e and "| a > b | holds |" not in e
+    assert "old intro" not in e and "seeds for 80%" in e
+    assert e.index("| a > b | not shown") < e.index("**Plan.** two more seeds of b.") < e.index("## Later")
+    assert e.startswith("# e\n\nRuns.\n\n## Seed plan\n") and e.endswith("## Later\n\nkept too.\n")
+    f = (tmp_path / "f" / "NOTES.md").read_text()
+    assert f.startswith("# f\n\nRuns.\n\n## Seed plan\n") and "| a > b | not shown (3 v 3) |" in f
+    assert main(["power", "--results", str(tmp_path), "--notes"]) == 0
+    assert (tmp_path / "e" / "NOTES.md").read_text() == e and (tmp_path / "f" / "NOTES.md").read_text() == f
+
+
 def test_lead_row_is_the_one_tuned_on_validation_when_a_file_has_two():
     """Inshorts keeps a fixed first-60-words row beside the tuned LEAD: margins and marks use the tuned one."""
     from seq2seq_zoo.report.significance import group_rows, lead_group

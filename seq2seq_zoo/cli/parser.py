@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("power", help="per judged finding: the effect, the seed sd and the seeds for ~80%% power "
                        "(reads findings.json under --results; writes <results>/seed_plan.json)")
     p.add_argument("--power", type=float, default=0.8, help="target power (default 0.8)")
+    p.add_argument("--notes", action="store_true",
+                   help="also write each experiment's table into its NOTES.md under '## Seed plan', keeping the "
+                        "written plan that follows the table")
     _add_common(p)
 
     p = sub.add_parser("list", help="list registered models, datasets, metrics, schedules, objectives")

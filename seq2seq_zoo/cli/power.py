@@ -54,4 +54,59 @@ def cmd_power(args) -> int:
                                        "matched seeds), power from the noncentral t with the observed seed sd",
                                        "findings": plan}, indent=1) + "\n")
     print(f"wrote {out} (seeds per arm for {args.power:.0%} power; '-': no seed sd to plan with, e.g. one seed)")
+    if args.notes:
+        for exp in dict.fromkeys(r["experiment"] for r in plan):
+            print(write_seed_plan_notes(root / exp / "NOTES.md", [r for r in plan if r["experiment"] == exp],
+                                        args.power, stats.ALPHA, out.as_posix()))
     return 0
+
+
+SECTION = "## Seed plan"
+
+
+def seed_plan_table(rows: list[dict], target: float) -> str:
+    """The Markdown table of one experiment's plan: verdict with seeds, effect, seed sd, power, seeds needed."""
+    def num(x, f):
+        return "" if x is None or x != x else f.format(x)
+    out = [f"| finding | verdict (seeds) | effect | seed sd | power now | seeds for {target:.0%} |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        n = r["seeds"]
+        seeds = "" if n[0] is None else f" ({n[0]} v {n[1]})"
+        need = "" if r["seeds_for_power"] is None else str(r["seeds_for_power"])
+        out.append(f"| {r['claim']} | {r['verdict']}{seeds} | {num(r['effect'], '{:+.4g}')} | "
+                   f"{num(r['seed_sd'], '{:.3g}')} | {num(r['power_now'], '{:.2f}')} | {need} |")
+    return "\n".join(out)
+
+
+def write_seed_plan_notes(notes, rows: list[dict], target: float, alpha: float, source: str) -> str:
+    """Write the plan table into the experiment's NOTES.md under "## Seed plan": the heading, a paragraph
+    saying where the table comes from, and the table are rewritten; whatever follows the table in that
+    section (the written plan: which seeds to run and why) is kept, so the decisions stay beside fresh
+    figures. A NOTES.md without the section gets it appended. Returns a line saying what was done."""
+    import datetime
+    from seq2seq_zoo.utils import atomic_write_text
+    if not notes.is_file():
+        return f"{notes}: no NOTES.md, table not written"
+    day = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    head = (f"{SECTION}\n\nFrom `zoo power` ({day}; `{source}`): per finding, the "
+            "seed-level verdict, the observed effect and seed standard deviation, the power of the seed-level "
+            f"test at the present seeds and the seeds per arm that would give {target:.0%} power for that effect "
+            f"(two-sided, alpha {alpha:g}).\n\n" + seed_plan_table(rows, target) + "\n")
+    text = notes.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
+    if start is None:
+        atomic_write_text(notes, text.rstrip("\n") + "\n\n" + head)
+        return f"{notes}: seed plan table appended; write the plan (which seeds, why) under it"
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    table_rows = [i for i in range(start + 1, end) if lines[i].lstrip().startswith("|")]
+    # no table yet: the section's text is the plan, kept below the new table
+    kept = lines[table_rows[-1] + 1:end] if table_rows else lines[start + 1:end]
+    rest = "\n".join(kept).strip("\n")
+    new = "\n".join(lines[:start]).rstrip("\n")
+    new = (new + "\n\n" if new else "") + head + ("\n" + rest + "\n" if rest else "")
+    if end < len(lines):
+        new += "\n" + "\n".join(lines[end:]) + "\n"
+    atomic_write_text(notes, new)
+    return f"{notes}: seed plan table rewritten" + ("" if rest else "; write the plan (which seeds, why) under it")

@@ -356,6 +356,49 @@ def test_run_profiles_override_a_run_under_that_profile_only(tmp_path):
         load_experiment(bad)
 
 
+def test_a_profile_extends_another_and_its_run_tables(tmp_path):
+    """extends = "cpu": the cpu profile, then the long one on top; a run's [runs.profiles.cpu] table applies
+    under the long profile too, its own [runs.profiles.long] table after it."""
+    p = _write(tmp_path, """
+        train.epochs = 10
+        [profiles.cpu]
+        train.epochs = 2
+        train.max_steps = 50
+        d_model = 16
+        [profiles.long]
+        extends = "cpu"
+        train.epochs = 15
+        [profiles.longer]
+        extends = "long"
+        train.max_steps = 0
+        [[runs]]
+        name = "a"
+        [[runs]]
+        name = "b"
+        [runs.profiles.cpu]
+        train.warmup = 7
+        [runs.profiles.long]
+        d_model = 24
+    """)
+    def runs(profile):
+        return {r.name: r for r in load_experiment(p, profile=profile).runs}
+    cpu, long, longer = runs("cpu"), runs("long"), runs("longer")
+    assert (cpu["a"].train.epochs, cpu["a"].train.max_steps, cpu["a"].model_options["d_model"]) == (2, 50, 16)
+    assert (long["a"].train.epochs, long["a"].train.max_steps, long["a"].model_options["d_model"]) == (15, 50, 16)
+    assert (longer["a"].train.epochs, longer["a"].train.max_steps) == (15, 0)
+    assert cpu["b"].train.warmup == 7 and cpu["b"].model_options["d_model"] == 16
+    assert long["b"].train.warmup == 7 and long["b"].model_options["d_model"] == 24
+    assert longer["b"].train.warmup == 7 and longer["b"].model_options["d_model"] == 24
+    assert "extends" not in long["a"].model_options
+    for body, word in (('[profiles.cpu]\nextends = "cpux"\n', r"bad\.toml:2: .*no profile 'cpux'"),
+                       ('[profiles.cpu]\nextends = "gpu"\n[profiles.gpu]\nextends = "cpu"\n', "circle: "),
+                       ('[profiles.cpu]\nextends = 3\n', "name of another profile")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(body + '[[runs]]\nname = "a"\n[defaults]\nmodel = "transformer"\n', encoding="utf-8")
+        with pytest.raises(ConfigError, match=word):
+            load_experiment(bad)         # checked whether or not the profile is chosen
+
+
 # ================================================================== end to end: sweep, eval, report
 SWEEP_E2E = """
 [[runs]]

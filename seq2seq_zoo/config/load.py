@@ -2,7 +2,8 @@
 
     [experiment]  name, dataset, metrics, seeds, description, data_dir
     [defaults]    model = "...", model options, and [defaults.data|train|decode|eval] sections
-    [profiles.X]  overrides of the defaults chosen with ``--profile X`` (e.g. a small CPU profile)
+    [profiles.X]  overrides of the defaults chosen with ``--profile X`` (e.g. a small CPU profile);
+                  extends = "Y" applies profile Y first (and the runs' [runs.profiles.Y] tables)
     [[runs]]      name = "...", overrides of the defaults for this run; like = "OTHER" starts from the
                   run named OTHER in this file (its keys and [runs.profiles.X] tables) and overrides it
     [grid]        optional: key = [values...] -> one run per combination, crossed with [[runs]]
@@ -224,6 +225,8 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     for pname, pval in raw.get("profiles", {}).items():
         if not isinstance(pval, dict):
             raise ctx.fail(f"profiles.{pname}", "a profile must be a table ([profiles.NAME])")
+    for pname in raw.get("profiles", {}):
+        _profile_chain(ctx, raw["profiles"], pname)   # every profile's extends checked, chosen or not
     for gk, gv in raw.get("grid", {}).items():
         if not isinstance(gv, list) or not gv:
             raise ctx.fail(f"grid.{gk}", f"a grid entry must be a non-empty list of values, got {gv!r}")
@@ -238,7 +241,8 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if profile not in profiles:
             raise ConfigError(f"{path}: no profile '{profile}'.{did_you_mean(profile, profiles)} "
                               f"Profiles in this file: {', '.join(profiles) or 'none'}")
-        defaults = _merge(defaults, profiles[profile])
+        for pname in _profile_chain(ctx, profiles, profile):
+            defaults = _merge(defaults, {k: v for k, v in profiles[pname].items() if k != "extends"})
     runs = raw.get("runs") or [{"name": name}]
     if not isinstance(runs, list):
         raise ctx.fail("runs", "must be an array of tables ([[runs]])")
@@ -367,10 +371,32 @@ def _with_like(ctx: _Where, i: int, runs: list[dict], chain: tuple[int, ...] = (
     return _merge(base, own)
 
 
+def _profile_chain(ctx: _Where, profiles: dict, profile: str) -> list[str]:
+    """The profiles that ``--profile NAME`` applies, in order: the one NAME extends (``extends = "OTHER"``,
+    itself possibly extending another) first, NAME last; so a long-budget profile states only what it
+    changes in a small one."""
+    chain: list[str] = []
+    name = profile
+    while name is not None:
+        if name in chain:
+            raise ctx.fail(f"profiles.{chain[-1]}.extends",
+                           f"profiles extend each other in a circle: {' -> '.join(chain + [name])}")
+        chain.append(name)
+        parent = profiles[name].get("extends")
+        if parent is not None and (not isinstance(parent, str) or parent not in profiles):
+            what = (f"no profile {parent!r}.{did_you_mean(parent, profiles)} Profiles in this file: "
+                    f"{', '.join(profiles)}") if isinstance(parent, str) else \
+                f"expected the name of another profile, e.g. extends = \"cpu\", got {parent!r}"
+            raise ctx.fail(f"profiles.{name}.extends", what)
+        name = parent
+    return chain[::-1]
+
+
 def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, profile: str | None) -> dict:
     """A run's own profile overrides, ``[runs.profiles.NAME]`` after its ``[[runs]]`` header: applied on top
     of the run when ``--profile NAME`` is chosen (defaults <- [profiles.NAME] <- run <- run's profile), so
-    runs that differ in size can each have their own small profile."""
+    runs that differ in size can each have their own small profile. A profile that extends another applies
+    the run's table for that one first."""
     run = dict(run)
     own = run.pop("profiles", {})
     if not isinstance(own, dict) or not all(isinstance(v, dict) for v in own.values()):
@@ -379,7 +405,10 @@ def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, profile: s
         if pname not in profiles:
             raise ctx.fail(f"runs[{i}].profiles.{pname}", f"profile '{pname}' of run '{run['name']}' is not defined at top "
                            f"level ([profiles.{pname}]).{did_you_mean(pname, profiles)}")
-    return _merge(run, own[profile]) if profile in own else run
+    for pname in _profile_chain(ctx, profiles, profile) if profile is not None else []:
+        if pname in own:
+            run = _merge(run, own[pname])
+    return run
 
 
 def _unflatten(flat: dict) -> dict:

@@ -47,7 +47,8 @@ TOP_DOC = {
     "experiment": "name, description, dataset, metrics, seeds, data_dir",
     "defaults": "`model`, model options and `data.*`, `train.*`, `decode.*`, `eval.*` keys every run starts from",
     "profiles": "`[profiles.NAME]`: overrides of the defaults chosen with `--profile NAME` (`cpu` is picked "
-                "automatically without a GPU)",
+                "automatically without a GPU); `extends = \"OTHER\"` applies profile OTHER first, so a profile "
+                "states only what it changes",
     "runs": "`[[runs]]`: one table per run; any default may be overridden",
     "grid": "`KEY = [values...]`: one run per combination, crossed with the runs",
     "findings": "`[[findings]]`: published claims judged on the results (`claim`, `metric`, `source`, `note`)",

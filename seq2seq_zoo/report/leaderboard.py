@@ -245,7 +245,7 @@ def dataset_table(entries: list[Entry], prefix: str = "") -> list[str]:
              "[95% CI] | marks |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in trained:
         lines.append(f"| {e.group.label} | {e.model} | {_link(e.folder, prefix)} | {e.profile} | "
-                     f"{', '.join(map(str, e.group.seeds))} | {_score(e)} | {_ci(e)} | {_score_of(e, 'rouge2')} | "
+                     f"{', '.join(map(str, sorted(e.group.seeds)))} | {_score(e)} | {_ci(e)} | {_score_of(e, 'rouge2')} | "
                      f"{_score_of(e, 'rougeL')} | {_vs(e.vs_lead())} | {_marks(e)} |")
     for (kind, label, _), es in leads.items():
         e = es[0]

@@ -202,7 +202,7 @@ def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) 
             if c == "run":
                 row[c] = g.name + (" (upper bound)" if g.kind == "upper bound" else "")
             elif c == "seed":
-                row["seeds"] = ", ".join(str(s) for s in g.seeds) if multi else str(g.seeds[0])
+                row["seeds"] = ", ".join(str(s) for s in sorted(g.seeds)) if multi else str(g.seeds[0])
             elif pd.api.types.is_numeric_dtype(df_rows[c]) and c != "params":
                 vals = pd.to_numeric(sub[c], errors="coerce").dropna()
                 if vals.empty:

@@ -41,7 +41,7 @@ def cmd_power(args) -> int:
                          "standardised_effect": d, "power_now": stats.power(n_now, d, one_sample=one) if d else None,
                          "seeds_for_power": need, "target_power": args.power})
     def num(x, f="{:.3f}"):
-        return "-" if x is None or x != x else f.format(x)
+        return _num(x, f, "-")
     print(f"{'experiment':32} {'claim':48} {'seeds':>7} {'effect':>8} {'seed sd':>8} {'power':>6} {'seeds for':>9}")
     for r in plan:
         seeds = "v".join("-" if n is None else str(n) for n in r["seeds"])
@@ -64,18 +64,21 @@ def cmd_power(args) -> int:
 SECTION = "## Seed plan"
 
 
+def _num(x, fmt: str, missing: str = "") -> str:
+    """``x`` formatted with ``fmt``; ``missing`` for None or NaN (no seed sd to plan with)."""
+    return missing if x is None or x != x else fmt.format(x)
+
+
 def seed_plan_table(rows: list[dict], target: float) -> str:
     """The Markdown table of one experiment's plan: verdict with seeds, effect, seed sd, power, seeds needed."""
-    def num(x, f):
-        return "" if x is None or x != x else f.format(x)
     out = [f"| finding | verdict (seeds) | effect | seed sd | power now | seeds for {target:.0%} |",
            "|---|---|---|---|---|---|"]
     for r in rows:
         n = r["seeds"]
         seeds = "" if n[0] is None else f" ({n[0]} v {n[1]})"
         need = "" if r["seeds_for_power"] is None else str(r["seeds_for_power"])
-        out.append(f"| {r['claim']} | {r['verdict']}{seeds} | {num(r['effect'], '{:+.4g}')} | "
-                   f"{num(r['seed_sd'], '{:.3g}')} | {num(r['power_now'], '{:.2f}')} | {need} |")
+        out.append(f"| {r['claim']} | {r['verdict']}{seeds} | {_num(r['effect'], '{:+.4g}')} | "
+                   f"{_num(r['seed_sd'], '{:.3g}')} | {_num(r['power_now'], '{:.2f}')} | {need} |")
     return "\n".join(out)
 
 

@@ -225,8 +225,8 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     for pname, pval in raw.get("profiles", {}).items():
         if not isinstance(pval, dict):
             raise ctx.fail(f"profiles.{pname}", "a profile must be a table ([profiles.NAME])")
-    for pname in raw.get("profiles", {}):
-        _profile_chain(ctx, raw["profiles"], pname)   # every profile's extends checked, chosen or not
+    # every profile's extends checked, chosen or not
+    chains = {pname: _profile_chain(ctx, raw["profiles"], pname) for pname in raw.get("profiles", {})}
     for gk, gv in raw.get("grid", {}).items():
         if not isinstance(gv, list) or not gv:
             raise ctx.fail(f"grid.{gk}", f"a grid entry must be a non-empty list of values, got {gv!r}")
@@ -241,7 +241,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if profile not in profiles:
             raise ConfigError(f"{path}: no profile '{profile}'.{did_you_mean(profile, profiles)} "
                               f"Profiles in this file: {', '.join(profiles) or 'none'}")
-        for pname in _profile_chain(ctx, profiles, profile):
+        for pname in chains[profile]:
             defaults = _merge(defaults, {k: v for k, v in profiles[pname].items() if k != "extends"})
     runs = raw.get("runs") or [{"name": name}]
     if not isinstance(runs, list):
@@ -267,7 +267,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     ctx.runs = runs
     for i, run in enumerate(runs):
         run = _with_like(ctx, i, runs)
-        run = _with_run_profile(ctx, i, run, profiles, profile)
+        run = _with_run_profile(ctx, i, run, profiles, chains[profile] if profile is not None else [])
         if not _trainable(ctx, i, run.get("model", defaults.get("model"))):
             # a baseline with nothing to train (lead, longest, oracle): the file's data and evaluation
             # settings, none of its model, training or decoding settings, no grid, one seed (it is
@@ -383,20 +383,21 @@ def _profile_chain(ctx: _Where, profiles: dict, profile: str) -> list[str]:
                            f"profiles extend each other in a circle: {' -> '.join(chain + [name])}")
         chain.append(name)
         parent = profiles[name].get("extends")
-        if parent is not None and (not isinstance(parent, str) or parent not in profiles):
-            what = (f"no profile {parent!r}.{did_you_mean(parent, profiles)} Profiles in this file: "
-                    f"{', '.join(profiles)}") if isinstance(parent, str) else \
-                f"expected the name of another profile, e.g. extends = \"cpu\", got {parent!r}"
-            raise ctx.fail(f"profiles.{name}.extends", what)
+        if parent is not None and not isinstance(parent, str):
+            raise ctx.fail(f"profiles.{name}.extends",
+                           f"expected the name of another profile, e.g. extends = \"cpu\", got {parent!r}")
+        if parent is not None and parent not in profiles:
+            raise ctx.fail(f"profiles.{name}.extends", f"no profile {parent!r}.{did_you_mean(parent, profiles)} "
+                           f"Profiles in this file: {', '.join(profiles)}")
         name = parent
     return chain[::-1]
 
 
-def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, profile: str | None) -> dict:
+def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, chain: list[str]) -> dict:
     """A run's own profile overrides, ``[runs.profiles.NAME]`` after its ``[[runs]]`` header: applied on top
     of the run when ``--profile NAME`` is chosen (defaults <- [profiles.NAME] <- run <- run's profile), so
     runs that differ in size can each have their own small profile. A profile that extends another applies
-    the run's table for that one first."""
+    the run's table for that one first (``chain``: the chosen profile's, from ``_profile_chain``)."""
     run = dict(run)
     own = run.pop("profiles", {})
     if not isinstance(own, dict) or not all(isinstance(v, dict) for v in own.values()):
@@ -405,7 +406,7 @@ def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, profile: s
         if pname not in profiles:
             raise ctx.fail(f"runs[{i}].profiles.{pname}", f"profile '{pname}' of run '{run['name']}' is not defined at top "
                            f"level ([profiles.{pname}]).{did_you_mean(pname, profiles)}")
-    for pname in _profile_chain(ctx, profiles, profile) if profile is not None else []:
+    for pname in chain:
         if pname in own:
             run = _merge(run, own[pname])
     return run

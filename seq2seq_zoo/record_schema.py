@@ -56,7 +56,7 @@ TRAIN = {
         "val_curve": {**_LIST, "description": "validation loss (and score) at each validation"},
         "best_val_loss": _opt(_NUM), "best_step": _opt(_INT), "steps": _INT, "epochs_run": _INT,
         "val_metric": _STR, "best_score": _opt(_NUM), "objective": _STR, "objective_stats": _opt(_OBJ),
-        "stopped_early": {"type": "boolean"}, "train_seconds": _NUM, "val_seconds": _NUM, "resumes": _INT,
+        "stopped_early": {"type": "boolean"}, "stopped_by_time": {"type": "boolean"}, "train_seconds": _NUM, "val_seconds": _NUM, "resumes": _INT,
         "train_tokens": _INT, "tokens_per_s": _opt(_NUM), "trainable": {"type": "boolean"},
         "precision": _STR, "device": _STR, "world_size": _INT,
     },

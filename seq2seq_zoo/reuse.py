@@ -23,8 +23,10 @@ from seq2seq_zoo.utils import invocation
 
 # spec keys that name or describe a run without changing what it computes
 _NAMING = {"experiment", "name", "description", "same_as", "profile"}
-# train.* keys that change where and how fast a run trains, not what it learns (as in the tables)
-_PLACEMENT = {"device", "threads", "checkpoint_every"}
+# train.* keys that change where and how fast a run trains, not what it learns (as in the tables); a
+# time limit is a resource, like the device: where it did stop training, the record says so
+# (train.stopped_by_time) and the tables show it
+_PLACEMENT = {"device", "threads", "checkpoint_every", "max_minutes"}
 # files of a run folder that are taken over (not checkpoints/ or decodes/: those belong to the source)
 _FILES = ("predictions.jsonl", "scores.jsonl", "examples.json", "attention.json", "positional.json")
 

@@ -211,7 +211,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
                   "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
                   "val_metric": spec.train.val_metric, "best_score": st.best_score,
                   "objective": spec.train.objective, "objective_stats": st.objective_stats,
-                  "stopped_early": st.stopped_early, "train_seconds": st.train_seconds,
+                  "stopped_early": st.stopped_early, "stopped_by_time": st.stopped_by_time,
+                  "train_seconds": st.train_seconds,
                   "val_seconds": st.val_seconds, "resumes": st.resumes,
                   "train_tokens": st.train_tokens,
                   "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9) if baseline is None else None,
@@ -245,6 +246,7 @@ class _NoTraining:
     """The training state of a model with nothing to train (an extractive baseline)."""
     step, history, val_curve, best_val, best_step, best_score = 0, [], [], None, None, None
     objective_stats, stopped_early, train_seconds, val_seconds, resumes, train_tokens = None, False, 0.0, 0.0, 0, 0
+    stopped_by_time = False
 
 
 @torch.no_grad()

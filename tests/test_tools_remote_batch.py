@@ -115,3 +115,23 @@ def test_go_preflight_names_a_module_that_cannot_be_imported(tmp_path):
     tool = load_tool("remote_batch")
     assert tool.preflight(dict(os.environ), ["json", "no_such_module_zq"]) == ["no_such_module_zq"]
     assert tool.preflight(dict(os.environ)) == []          # this interpreter has every package a run needs
+
+
+def test_go_max_minutes_lets_runs_that_would_outlast_the_deadline_finish_scored(tmp_path):
+    """--max-minutes is passed to zoo run: a run of 100,000 epochs stops training in time and reaches its test
+    record long before the deadline."""
+    tool = load_tool("remote_batch")
+    data = write_dialogsum(tmp_path / "data", n_train=16)
+    toml = tmp_path / "long.toml"
+    toml.write_text(tiny_experiment("long", RUNS, seeds=1, epochs=100000), encoding="utf-8")
+    pack = tmp_path / "pack"
+    assert tool.main(["pack", str(toml), "--only", "a", "--data-dir", str(data), "--dir", str(pack),
+                      "--python", PY]) == 0
+    rc = tool.main(["go", "--dir", str(pack), "--seconds", "600", "--out", str(tmp_path / "out"),
+                    "--device", "cpu", "--poll", "0.2", "--max-minutes", "1e-9"])
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert rc == 0, summary
+    assert "a: finished" in summary
+    a = json.loads((pack / "res" / "long" / "a" / "record.json").read_text())["train"]
+    assert a["stopped_by_time"] and a["epochs_run"] == 1
+    assert "--max-minutes 1e-09" in (pack / "logs" / "run_a.log").read_text()

@@ -227,3 +227,39 @@ def test_early_stopping_inside_an_epoch_stops_at_that_update(tmp_path):
     assert st.step == 3 < len(data) // 2           # best at update 1, two validations without gain
     assert [p["step"] for p in st.val_curve] == [1, 2, 3]
     assert sum("early stopping" in m for m in said) == 1
+
+
+def test_time_limit_stops_at_the_epoch_end_and_resume_leaves_it_stopped(tmp_path):
+    """train.max_minutes (fairseq's --stop-time-hours): training stops at the first epoch end after the limit,
+    counting training and validation time; the stop is final, so --resume of the run does nothing more."""
+    vocab, data = tiny_encoded(8)
+    said = []
+    cfg = TrainConfig(epochs=5, batch_size=2, max_minutes=1e-9, precision="fp32")
+    st = fit(_fresh(len(vocab)), data, data, cfg, seed=0, ckpt_dir=tmp_path, device=CPU, progress=False,
+             log=said.append)
+    assert st.finished and st.stopped_by_time and not st.stopped_early
+    assert len(st.history) == 1 and st.step == len(data) // 2    # one whole epoch, then the stop
+    assert sum(m.startswith("time limit:") for m in said) == 1
+    again = fit(_fresh(len(vocab)), data, data, cfg, seed=0, ckpt_dir=tmp_path, device=CPU, resume=True, **quiet)
+    assert again.step == st.step and again.stopped_by_time
+    # a limit not reached changes nothing: the same five epochs as without one
+    free = fit(_fresh(len(vocab)), data, data, TrainConfig(epochs=5, batch_size=2, max_minutes=60, precision="fp32"),
+               seed=0, ckpt_dir=tmp_path / "free", device=CPU, **quiet)
+    assert len(free.history) == 5 and not free.stopped_by_time
+
+
+def test_time_limit_with_val_every_stops_at_that_validation(tmp_path):
+    vocab, data = tiny_encoded(16)
+    st = fit(_fresh(len(vocab)), data, data, TrainConfig(epochs=3, batch_size=2, val_every=3, max_minutes=1e-9,
+                                                         precision="fp32"),
+             seed=0, ckpt_dir=tmp_path, device=CPU, **quiet)
+    assert st.stopped_by_time and st.finished
+    assert st.step == 3 and [p["step"] for p in st.val_curve] == [3]   # stopped at the first validation
+
+
+def test_time_up_counts_training_validation_and_the_running_epoch():
+    from seq2seq_zoo.train.loop import LoopState, _time_up
+    st = LoopState(train_seconds=50.0, val_seconds=5.0)
+    assert not _time_up(TrainConfig(max_minutes=0), st, 1e9)        # 0: no limit
+    assert not _time_up(TrainConfig(max_minutes=1), st, 4.9)        # 59.9 s
+    assert _time_up(TrainConfig(max_minutes=1), st, 5.0)            # 60 s

@@ -350,3 +350,36 @@ def test_epoch_line_names_the_validation_metric_once(metric):
     _end_epoch(st, row, TrainConfig(val_metric=metric, epochs=2), lambda: None, lines.append)
     assert lines[0].count("val loss") == 1 and "val loss 2.5000" in lines[0]
     assert ("val rouge1 25.00" in lines[0]) == (metric == "rouge1")
+
+
+def test_zoo_run_max_minutes_stops_training_scores_the_run_and_says_so(tmp_path, capsys):
+    """zoo run --max-minutes: the run stops after its first epoch, is still decoded and scored, its record
+    says train.stopped_by_time, the table's 'stopped' column says why, and the file's own setting (no limit)
+    still counts as the same recipe (a time limit is a resource, like the device)."""
+    from seq2seq_zoo.report.tables import convergence
+    data = write_dialogsum(tmp_path / "data", n_train=8, n_dev=2, n_test=2)
+    toml = tmp_path / "m.toml"
+    toml.write_text(tiny_experiment("m", '[[runs]]\nname = "tiny"\n', seeds=1, data_dir=data, epochs=4))
+    results = tmp_path / "results"
+    assert run_cli(["run", str(toml), "--results", str(results), "--no-progress", "--max-minutes", "1e-9"]) == 0
+    rec = json.loads((results / "m" / "tiny" / "record.json").read_text())
+    assert rec["train"]["stopped_by_time"] is True and rec["train"]["epochs_run"] == 1
+    assert rec["spec"]["train"]["max_minutes"] == 1e-9 and "--max-minutes" in rec["command"]
+    assert rec["eval"]["split"] == "test" and rec["eval"]["scores"]["rouge1"] is not None
+    assert convergence(rec) in ("not converged", "time limit")
+    capsys.readouterr()
+    assert run_cli(["run", str(toml), "--results", str(results), "--no-progress"]) == 0   # already done: kept
+    assert "tiny" in capsys.readouterr().out
+    assert json.loads((results / "m" / "tiny" / "record.json").read_text())["train"]["epochs_run"] == 1
+    for bad in ("0", "-1", "inf", "soon"):
+        with pytest.raises(SystemExit) as e:
+            run_cli(["run", str(toml), "--results", str(results), "--max-minutes", bad])
+        assert e.value.code == 2 and "--max-minutes" in capsys.readouterr().err
+
+
+def test_convergence_names_the_time_limit():
+    from seq2seq_zoo.report.tables import convergence
+    hist = [{"val_loss": 2.0}, {"val_loss": 1.0}, {"val_loss": 1.5}]
+    assert convergence({"train": {"history": hist}}) == "cap reached"
+    assert convergence({"train": {"history": hist, "stopped_by_time": True}}) == "time limit"
+    assert convergence({"train": {"history": hist[:2], "stopped_by_time": True}}) == "not converged"

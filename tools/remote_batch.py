@@ -21,7 +21,8 @@ prints the size of what will travel and what else would (tracked files: results/
 starts every run at once (``python3 -m seq2seq_zoo run ... --resume``, logs in DIR/logs), starts a
 run whose ``train.init_from`` names another run of the batch once that one has finished, and at the
 deadline sends SIGTERM: a run stops the way Ctrl-C stops it (its last.pt is written; ``go`` again on the
-same machine continues it with ``--resume``). Then it writes OUT/remote_batch.tgz (DIR/res without
+same machine continues it with ``--resume``); ``--max-minutes M`` has each run stop training after M minutes
+and be scored, so that it reaches its test record before the deadline. Then it writes OUT/remote_batch.tgz (DIR/res without
 checkpoints, plus the logs) and OUT/summary.txt. A second ``go`` on the same machine must not re-send DIR:
 whatever replaces it there replaces the checkpoints too.
 
@@ -210,7 +211,8 @@ def cmd_go(a) -> int:
     logs = d / "logs"
     logs.mkdir(exist_ok=True)
     deadline = time.time() + a.seconds
-    extra = ["--device", a.device] if a.device else []
+    extra = (["--device", a.device] if a.device else []) + \
+        (["--max-minutes", f"{a.max_minutes:g}"] if a.max_minutes else [])
     tests = None
     if a.tests:
         tests = subprocess.Popen([sys.executable, "-m", "pytest", "-q", *a.tests], cwd=ROOT, env=env,
@@ -472,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seconds", type=float, required=True, help="deadline, from the start")
     g.add_argument("--out", default=os.environ.get("OUT"), help="where the archive goes (default: $OUT)")
     g.add_argument("--device", default=None, help="passed to zoo run --device")
+    g.add_argument("--max-minutes", type=float, default=None, metavar="M",
+                   help="passed to zoo run --max-minutes: each run stops training after M minutes and is "
+                        "scored, so that it ends before the deadline with its test record")
     g.add_argument("--tests", nargs="+", help="pytest files to run beside the runs (log: DIR/logs/tests.log)")
     g.add_argument("--grace", type=float, default=90.0, help="seconds a stopped run gets to write last.pt")
     g.add_argument("--poll", type=float, default=5.0, help=argparse.SUPPRESS)

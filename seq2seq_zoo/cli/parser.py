@@ -27,6 +27,16 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _minutes(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of minutes > 0, got {text}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="zoo", description="seq2seq-zoo: train and compare abstractive summarisation models side by side.",
@@ -56,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(train, resume, skip, take over); trains and writes nothing")
     _no_progress(p)
     p.add_argument("--device", help="override train.device (cpu, cuda, cuda:1)")
+    p.add_argument("--max-minutes", type=_minutes, metavar="M",
+                   help="override train.max_minutes: each run stops training at the first epoch end (or "
+                        "train.val_every validation) after M minutes of training and validation, then is "
+                        "scored from best.pt; the record says so (train.stopped_by_time) and the tables show "
+                        "'time limit' or 'not converged'. For a machine held for a fixed time")
     p.add_argument("--nproc", type=_positive_int, default=1, metavar="N",
                    help="train with N data-parallel processes on this machine (DistributedDataParallel: gloo "
                         "on CPU, NCCL on GPUs); same global batch and results as one process. Several machines: "

@@ -118,7 +118,8 @@ def cmd_run(args) -> int:
 
 
 def _experiment_of(args):
-    """zoo run's experiment: the paths checked, the file read (once) with its profile, ``--device`` applied.
+    """zoo run's experiment: the paths checked, the file read (once) with its profile, ``--device`` and
+    ``--max-minutes`` applied.
     Returns (profile, the whole experiment, the runs ``--only`` selects: the whole experiment without it)."""
     from seq2seq_zoo.config import load_experiment, select_runs
     _kind(args.experiment, "file", "the experiment (a TOML file)")
@@ -127,9 +128,11 @@ def _experiment_of(args):
         _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     profile = _profile(args)
     full = load_experiment(args.experiment, profile=profile)
-    if args.device:
-        for s in full.runs:
+    for s in full.runs:
+        if args.device:
             s.train.device = args.device
+        if getattr(args, "max_minutes", None):
+            s.train.max_minutes = args.max_minutes
     return profile, full, select_runs(full, args.only) if args.only else full
 
 

@@ -45,6 +45,10 @@ class TrainConfig:
     patience: int = 0                             # early stopping after N validations without gain (0 = off)
     checkpoint_every: int = 0                     # also checkpoint every N updates (0 = per epoch only)
     max_steps: int = 0                            # stop after N updates (0 = no limit)
+    max_minutes: float = 0.0                      # stop at the first epoch end (or val_every validation) after N
+                                                  # minutes of training and validation, resumes summed; then
+                                                  # scored from best.pt as usual (0 = no limit; zoo run
+                                                  # --max-minutes)
     objective: str = "ce"
     init_from: str | None = None                  # start from a trained run's best weights (and vocabulary):
                                                   # "results/<exp>/<run>", a run name of this experiment, or a .pt
@@ -129,6 +133,7 @@ RANGES = {
     **{k: (lambda v: v is None or v >= 0, "must be >= 0 (0 leaves no examples)") for k in ("max_train", "max_valid",
                                                                                          "max_test")},
     "epochs": (lambda v: v >= 1, "must be >= 1"),
+    "max_minutes": (lambda v: v >= 0, "must be >= 0 (0: no time limit)"),
     "batch_size": (lambda v: v >= 0, "must be >= 0 (0: batches by train.max_tokens alone)"),
     "max_tokens": (lambda v: v is None or v >= 1, "must be >= 1"),
     "beam_size": (lambda v: v >= 1, "must be >= 1"),

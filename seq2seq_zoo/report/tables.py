@@ -68,21 +68,23 @@ def results_table(records: list[dict]) -> pd.DataFrame:
 
 def convergence(r: dict) -> str:
     """'early-stopped' (validation stopped improving for train.patience evaluations), 'not converged' (the
-    epoch or update cap ended training while the last validation loss was still the best: it was still
-    falling), or 'cap reached' (the cap ended training after validation loss had stopped improving)."""
+    epoch, update or time cap ended training while the last validation loss was still the best: it was still
+    falling), or 'cap reached' / 'time limit' (the epoch or update cap / train.max_minutes ended training
+    after validation loss had stopped improving)."""
     tr = r["train"]
     if tr.get("stopped_early"):
         return "early-stopped"
+    capped = "time limit" if tr.get("stopped_by_time") else "cap reached"
     vals = [h.get("val_loss") for h in tr.get("history", []) if h.get("val_loss") is not None]
     if tr.get("val_metric", "loss") != "loss" and tr.get("best_step") is not None:  # a score picks the best step
-        return "not converged" if tr["best_step"] >= tr.get("steps", 0) else "cap reached"
+        return "not converged" if tr["best_step"] >= tr.get("steps", 0) else capped
     if not vals:
         return ""
-    return "not converged" if vals[-1] <= min(vals) else "cap reached"
+    return "not converged" if vals[-1] <= min(vals) else capped
 
 
 _SCHEDULE_KEYS = ("schedule", "lr", "warmup", "lr_factor")
-_QUIET_KEYS = {"device", "threads", "checkpoint_every", "val_every", "precision"}
+_QUIET_KEYS = {"device", "threads", "checkpoint_every", "val_every", "precision", "max_minutes"}
 
 
 def schedule_label(t: dict) -> str:

@@ -62,6 +62,7 @@ class LoopState:
     history: list[dict] = field(default_factory=list)      # one row per epoch
     val_curve: list[dict] = field(default_factory=list)    # one row per validation
     stopped_early: bool = False
+    stopped_by_time: bool = False  # train.max_minutes ended training
     finished: bool = False
     best_score: float | None = None  # val_metric at best.pt when it is a decode metric (higher is better)
     objective_stats: dict = field(default_factory=dict)     # e.g. SCST rewards and reward time
@@ -255,11 +256,13 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
                                       st.train_tokens / max(st.train_seconds + time.perf_counter() - t0, 1e-9))
                     if cfg.val_every and st.step % cfg.val_every == 0:
                         t0 += validate()
+                        if cfg.max_minutes:  # DDP: rank 0's clock decides for every rank
+                            st.stopped_by_time = ddp.agree(_time_up(cfg, st, time.perf_counter() - t0))
                     if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
                         _timed_save(st, row, t0, save, last)
                         t0 = time.perf_counter()
-                    if (cfg.max_steps and st.step >= cfg.max_steps) or st.stopped_early:
-                        break  # patience used up by a validation inside the epoch: stop at this update
+                    if (cfg.max_steps and st.step >= cfg.max_steps) or st.stopped_early or st.stopped_by_time:
+                        break  # patience or time used up at a validation inside the epoch: stop at this update
                 last_log = _show_progress(bar, st, row, loss_value, t0, last_log, len(batches), log)
                 if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
                     break  # only at an update boundary, so the saved state resumes exactly
@@ -269,7 +272,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             if interrupted["flag"] and st.batch < len(batches):
                 save(last)
                 raise stop()
-            _end_epoch(st, row, cfg, validate, log)
+            _end_epoch(st, row, cfg, validate, log, ddp)
             if cfg.average_last and ddp.is_main:  # the weights of the last N epochs, for averaging
                 from seq2seq_zoo.averaging import keep_epoch
                 keep_epoch(ckpt_dir, model, len(st.history), cfg.average_last)
@@ -320,7 +323,7 @@ def _show_progress(bar, st: LoopState, row: dict, loss_value: float, t0: float, 
     return last_log
 
 
-def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log) -> None:
+def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log, ddp=None) -> None:
     """The epoch's row (train loss, tokens/s, validation loss), a validation unless one just ran, and
     the move to the next epoch (or the end of the run)."""
     row["train_loss"] = row["train_loss_sum"] / max(row["train_tokens"], 1)
@@ -340,8 +343,20 @@ def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log) -> Non
     st.batch = 0
     if cfg.max_steps and st.step >= cfg.max_steps:
         st.epoch = cfg.epochs
+    if cfg.max_minutes and st.epoch < cfg.epochs and not st.stopped_early and \
+            (st.stopped_by_time or (ddp.agree(_time_up(cfg, st, 0.0)) if ddp else _time_up(cfg, st, 0.0))):
+        st.stopped_by_time = True
+        log(f"time limit: {(st.train_seconds + st.val_seconds) / 60:.1f} minutes of training and validation "
+            f"(train.max_minutes = {cfg.max_minutes:g}) after epoch {st.epoch}; the run is scored from best.pt")
+        st.epoch = cfg.epochs
     if st.epoch >= cfg.epochs or st.stopped_early:
         st.finished = True
+
+
+def _time_up(cfg: TrainConfig, st: LoopState, running: float) -> bool:
+    """Whether ``train.max_minutes`` is used up: training and validation seconds of every invocation so far,
+    plus ``running`` seconds of training not yet added to ``st``."""
+    return bool(cfg.max_minutes) and st.train_seconds + running + st.val_seconds >= 60 * cfg.max_minutes
 
 
 def _timed_save(st, row, t0, save, path):

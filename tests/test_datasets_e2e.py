@@ -151,7 +151,7 @@ E2E = {  # experiment: (tiny profile settings (no model options: the runs mix mo
     "cnn_pointer": ('hidden = 32\nemb_dim = 32\ndata.max_src_len = 120\ntrain.batch_size = 8\n'
                     'decode.min_len = 3\ndecode.max_len = 20',
                     "cnn_dailymail_see", ("lead",),
-                    ["bilstm", "pointer_generator", "pointer_generator", "pointer_generator", "pointer_generator"]),
+                    ["bilstm"] + ["pointer_generator"] * 5),
 }
 
 
@@ -196,3 +196,6 @@ def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name):
         assert "cnn stories only" in recs[0]["data"]["reader"]["train"]["filter"]
         assert recs[3]["spec"]["train"]["objective"] == recs[4]["spec"]["train"]["objective"] == "scst"
         assert recs[4]["spec"]["train"]["max_steps"] == 2 * recs[3]["spec"]["train"]["max_steps"]   # the longer phase
+        held = recs[5]["spec"]["train"]
+        assert held["objective"] == "scst" and held["rl_gamma_ramp"] == 0.5                       # the held gamma
+        assert held["max_steps"] == recs[3]["spec"]["train"]["max_steps"]

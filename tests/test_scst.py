@@ -90,6 +90,12 @@ def test_gamma_ramp():
     assert obj.gamma == pytest.approx(0.95)
     obj.progress = 2.0
     assert obj.gamma == pytest.approx(1.0)
+    # rl_gamma_ramp 0.25: the same ramp in the first quarter of the run, then held at rl_gamma_end
+    held = SelfCritical(cfg=setup(rl_gamma=0.9, rl_gamma_end=1.0, rl_gamma_ramp=0.25)[3], vocab=vocab)
+    for progress, want in ((0.0, 0.9), (0.125, 0.95), (0.25, 1.0), (0.6, 1.0), (1.0, 1.0)):
+        held.progress = progress
+        assert held.gamma == pytest.approx(want), progress
+    assert held.summary()["gamma_ramp"] == 0.25
 
 
 def test_masking_after_eos_is_exact():

@@ -59,6 +59,8 @@ class TrainConfig:
     rl_reward: str = "rouge1"                     # scst reward: a ROUGE F1 or a mix, "0.5*rouge1+0.5*rougeL"
     rl_gamma: float = 0.9984                      # scst: loss = gamma * L_rl + (1 - gamma) * L_ce
     rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
+    rl_gamma_ramp: float = 1.0                    # scst: the fraction of the run the ramp takes; gamma then holds
+                                                  # at rl_gamma_end for the rest
     rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
     rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
     rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
@@ -107,12 +109,13 @@ LEGACY_VALUES = {"eval.rouge_unk": "match", "train.rl_ml_scale": "token",
 
 def inert_settings(flat: dict[str, Any]) -> set[str]:
     """Flat ``section.key`` settings that cannot change a run's results given its other settings: the
-    repetition rule without a repetition penalty, SCST's ML scale for another objective."""
+    repetition rule without a repetition penalty, SCST's ML scale and gamma ramp for another objective."""
     out = set()
     if flat.get("decode.repetition_penalty", 1.0) == 1.0:
         out.add("decode.repetition_penalty_style")
     if flat.get("train.objective", "ce") != "scst":
         out.add("train.rl_ml_scale")
+        out.add("train.rl_gamma_ramp")
     return out
 
 
@@ -152,6 +155,7 @@ RANGES = {
     "coverage_penalty": (lambda v: v >= 0, "must be >= 0"),
     "rl_gamma": (lambda v: 0 <= v <= 1, "must be in [0, 1]"),
     "rl_gamma_end": (lambda v: v is None or 0 <= v <= 1, "must be in [0, 1]"),
+    "rl_gamma_ramp": (lambda v: 0 < v <= 1, "must be in (0, 1]: the fraction of the run the ramp takes"),
     "rl_max_len": (lambda v: v >= 1, "must be >= 1"),
     "rl_repetition_penalty": (lambda v: v >= 0, "must be >= 0"),
     "val_max": (lambda v: v >= 0, "must be >= 0"),

@@ -93,7 +93,8 @@ class SelfCritical(Objective):
 
     y^s is sampled (multinomial, temperature 1, <pad> and <bos> masked out) and y^ decoded greedily from the same model in the same
     step; the reward is ``train.rl_reward`` against the first reference. ``gamma`` is ``train.rl_gamma``,
-    ramped linearly to ``train.rl_gamma_end`` over the run if that is set (the seed: 0.9 -> 1.0). Any model
+    ramped linearly to ``train.rl_gamma_end`` over the run if that is set (the seed: 0.9 -> 1.0), or over its
+    first ``train.rl_gamma_ramp`` fraction and then held there. Any model
     with the step interface works; the loop passes it the vocabulary to turn ids into text.
     """
 
@@ -105,6 +106,7 @@ class SelfCritical(Objective):
         self.vocab = vocab
         self.gamma0 = cfg.rl_gamma
         self.gamma1 = cfg.rl_gamma if cfg.rl_gamma_end is None else cfg.rl_gamma_end
+        self.ramp = getattr(cfg, "rl_gamma_ramp", 1.0)
         self.max_len = cfg.rl_max_len
         self.logp_reduce = getattr(cfg, "rl_logp", "sum")
         self.ml_scale = getattr(cfg, "rl_ml_scale", "sequence")
@@ -116,7 +118,7 @@ class SelfCritical(Objective):
 
     @property
     def gamma(self) -> float:
-        return self.gamma0 + (self.gamma1 - self.gamma0) * min(max(self.progress, 0.0), 1.0)
+        return self.gamma0 + (self.gamma1 - self.gamma0) * min(max(self.progress / self.ramp, 0.0), 1.0)
 
     def rewards(self, ids: torch.Tensor, batch) -> torch.Tensor:
         texts = [_text(self.vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
@@ -164,7 +166,8 @@ class SelfCritical(Objective):
         t, n = self.totals, max(self.totals["examples"], 1)
         return {"steps": t["steps"], "reward_seconds": t["reward_seconds"], "mean_sample_reward": t["sample_reward"] / n,
                 "mean_greedy_reward": t["greedy_reward"] / n, "mean_sample_len": t["sample_len"] / n,
-                "gamma_start": self.gamma0, "gamma_end": self.gamma1, "rl_logp": self.logp_reduce,
+                "gamma_start": self.gamma0, "gamma_end": self.gamma1, "gamma_ramp": self.ramp,
+                "rl_logp": self.logp_reduce,
                 "rl_ml_scale": self.ml_scale,
                 "sampling": "multinomial, temperature 1, <pad>/<bos> masked out"}
 

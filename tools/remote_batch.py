@@ -220,8 +220,11 @@ def cmd_go(a) -> int:
     state: dict[str, dict] = {r: {"state": "waiting"} for r in batch["runs"]}
 
     def start(run):
-        cmd = [sys.executable, "-m", "seq2seq_zoo", "run", str(d / batch["experiment"]), "--profile", batch["profile"],
-               "--only", run, "--results", str(d / "res"), "--data-dir", str(d / "data"), "--resume",
+        # the runs start in the checkout: paths inside it are given relative to it, so the records name
+        # `.dev/...` rather than the other machine's folder
+        here = Path(os.path.relpath(d, ROOT)) if d.is_relative_to(ROOT) else d
+        cmd = [sys.executable, "-m", "seq2seq_zoo", "run", str(here / batch["experiment"]), "--profile", batch["profile"],
+               "--only", run, "--results", str(here / "res"), "--data-dir", str(here / "data"), "--resume",
                "--no-progress", *extra]
         log = open(logs / f"run_{run}.log", "a")
         log.write(f"$ {' '.join(cmd)}\n")

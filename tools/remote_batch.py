@@ -21,9 +21,9 @@ prints the size of what will travel and what else would (tracked files: results/
 starts every run at once (``python3 -m seq2seq_zoo run ... --resume``, logs in DIR/logs), starts a
 run whose ``train.init_from`` names another run of the batch once that one has finished, and at the
 deadline sends SIGTERM: a run stops the way Ctrl-C stops it (its last.pt is written; ``go`` again on the
-same machine continues it with ``--resume``); ``--max-minutes M`` has each run stop training after M minutes
-and be scored, so that it reaches its test record before the deadline. Then it writes OUT/remote_batch.tgz (DIR/res without
-checkpoints, plus the logs) and OUT/summary.txt. A second ``go`` on the same machine must not re-send DIR:
+same machine continues it with ``--resume``); ``--max-minutes M`` has each run stop training after M
+minutes and be scored, so that it reaches its test record before the deadline. Then it writes
+OUT/remote_batch.tgz (DIR/res without checkpoints, plus the logs) and OUT/summary.txt. A second ``go`` on the same machine must not re-send DIR:
 whatever replaces it there replaces the checkpoints too.
 
 ``unpack`` copies the finished runs (those with a run-level record.json) into ``--results/<experiment>/``,
@@ -223,8 +223,8 @@ def cmd_go(a) -> int:
         # the runs start in the checkout: paths inside it are given relative to it, so the records name
         # `.dev/...` rather than the other machine's folder
         here = Path(os.path.relpath(d, ROOT)) if d.is_relative_to(ROOT) else d
-        cmd = [sys.executable, "-m", "seq2seq_zoo", "run", str(here / batch["experiment"]), "--profile", batch["profile"],
-               "--only", run, "--results", str(here / "res"), "--data-dir", str(here / "data"), "--resume",
+        cmd = [sys.executable, "-m", "seq2seq_zoo", "run", str(here / batch["experiment"]),
+               "--profile", batch["profile"], "--only", run, "--results", str(here / "res"), "--data-dir", str(here / "data"), "--resume",
                "--no-progress", *extra]
         log = open(logs / f"run_{run}.log", "a")
         log.write(f"$ {' '.join(cmd)}\n")

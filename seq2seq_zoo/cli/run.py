@@ -131,7 +131,7 @@ def _experiment_of(args):
     for s in full.runs:
         if args.device:
             s.train.device = args.device
-        if getattr(args, "max_minutes", None):
+        if args.max_minutes:
             s.train.max_minutes = args.max_minutes
     return profile, full, select_runs(full, args.only) if args.only else full
 

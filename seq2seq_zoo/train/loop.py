@@ -272,7 +272,7 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
             if interrupted["flag"] and st.batch < len(batches):
                 save(last)
                 raise stop()
-            _end_epoch(st, row, cfg, validate, log, ddp)
+            _end_epoch(st, row, cfg, validate, log, ddp.agree)
             if cfg.average_last and ddp.is_main:  # the weights of the last N epochs, for averaging
                 from seq2seq_zoo.averaging import keep_epoch
                 keep_epoch(ckpt_dir, model, len(st.history), cfg.average_last)
@@ -323,9 +323,9 @@ def _show_progress(bar, st: LoopState, row: dict, loss_value: float, t0: float, 
     return last_log
 
 
-def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log, ddp=None) -> None:
+def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log, agree=lambda v: v) -> None:
     """The epoch's row (train loss, tokens/s, validation loss), a validation unless one just ran, and
-    the move to the next epoch (or the end of the run)."""
+    the move to the next epoch (or the end of the run). ``agree``: rank 0's answer on every rank (DDP)."""
     row["train_loss"] = row["train_loss_sum"] / max(row["train_tokens"], 1)
     row["tokens_per_s"] = st.train_tokens / max(st.train_seconds, 1e-9)
     row["step"] = st.step
@@ -343,12 +343,12 @@ def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log, ddp=No
     st.batch = 0
     if cfg.max_steps and st.step >= cfg.max_steps:
         st.epoch = cfg.epochs
-    if cfg.max_minutes and st.epoch < cfg.epochs and not st.stopped_early and \
-            (st.stopped_by_time or (ddp.agree(_time_up(cfg, st, 0.0)) if ddp else _time_up(cfg, st, 0.0))):
-        st.stopped_by_time = True
-        log(f"time limit: {(st.train_seconds + st.val_seconds) / 60:.1f} minutes of training and validation "
-            f"(train.max_minutes = {cfg.max_minutes:g}) after epoch {st.epoch}; the run is scored from best.pt")
-        st.epoch = cfg.epochs
+    if cfg.max_minutes and st.epoch < cfg.epochs and not st.stopped_early:
+        st.stopped_by_time = st.stopped_by_time or agree(_time_up(cfg, st, 0.0))
+        if st.stopped_by_time:
+            log(f"time limit: {(st.train_seconds + st.val_seconds) / 60:.1f} minutes of training and validation "
+                f"(train.max_minutes = {cfg.max_minutes:g}) after epoch {st.epoch}; the run is scored from best.pt")
+            st.epoch = cfg.epochs
     if st.epoch >= cfg.epochs or st.stopped_early:
         st.finished = True
 

@@ -12,7 +12,7 @@ import torch
 from seq2seq_zoo.config import RunSpec, read_spec
 from seq2seq_zoo.data.batching import Encoded, collate
 from seq2seq_zoo.data.splits import text_config
-from seq2seq_zoo.data.text import detokenize, tokenize
+from seq2seq_zoo.data.text import detokenize, tokenize_source
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.decode import generate
 from seq2seq_zoo.errors import DataError, MissingFile
@@ -116,7 +116,7 @@ class Summarizer:
         return cls.from_run(path, checkpoint)
 
     def _encode(self, text: str, id_: str = "input") -> Encoded | None:
-        toks = tokenize(text, self.text_cfg)[: self.spec.data.max_src_len]
+        toks = tokenize_source(text, self.text_cfg)[: self.spec.data.max_src_len]
         if not toks:
             return None
         src_ext, oovs = self.vocab.encode_ext(toks)

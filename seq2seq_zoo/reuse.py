@@ -42,7 +42,7 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
 
 
 # settings added after runs were recorded, with the value that records without them were made with
-_ADDED = {"train": {"average_last": 0, "rl_gamma_ramp": 1.0}}
+_ADDED = {"train": {"average_last": 0, "rl_gamma_ramp": 1.0}, "data": {"turn_separator": None}}
 
 
 def comparable(spec: dict) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from seq2seq_zoo.config import RunSpec
 from seq2seq_zoo.data.batching import Encoded, collate, encode_examples
 from seq2seq_zoo.data.corpora import ReadStats, resolve_data_dir
 from seq2seq_zoo.data.splits import select_splits, text_config
-from seq2seq_zoo.data.text import tokenize
+from seq2seq_zoo.data.text import tokenize, tokenize_source
 from seq2seq_zoo.data.vocab import UNK_ID, Vocab
 from seq2seq_zoo.errors import InitError
 from seq2seq_zoo.evaluation import (check_example_ids, decode_and_score, evaluate_extras, pick_examples,
@@ -39,7 +39,8 @@ def prepare_data(spec: RunSpec, data_dir_flag: str | None = None, log=print, voc
     splits = select_splits(spec, root, stats=stats, log=log)
     train, val, test = splits["train"], splits["validation"], splits["test"]
     if vocab is None:
-        vocab = Vocab.build((tokenize(x, tc)[: d.max_src_len] for e in train for x in (e.source, e.references[0])),
+        vocab = Vocab.build((toks for e in train for toks in (tokenize_source(e.source, tc)[: d.max_src_len],
+                                                               tokenize(e.references[0], tc)[: d.max_src_len])),
                             max_size=d.vocab_size, min_freq=d.min_freq)
     enc = {name: encode_examples(split, vocab, tc, d.max_src_len, d.max_tgt_len)
            for name, split in (("train", train), ("validation", val), ("test", test))}
@@ -153,7 +154,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
     if emb_setting != "random":
         dim = factory.embedding_dim(options)
         tc = text_config(spec.data)
-        sentences = (tokenize(x, tc) for e in data["train"] for x in (e.source_text, e.references[0]))
+        sentences = (toks for e in data["train"] for toks in (tokenize_source(e.source_text, tc),
+                                                               tokenize(e.references[0], tc)))
         with ddp.main_first() if ddp else contextlib.nullcontext():  # DDP: rank 0 fills the cache first
             context["pretrained_embeddings"], emb_info = embeddings.resolve(emb_setting, vocab, dim, sentences,
                                                                             spec.seed)

@@ -333,3 +333,59 @@ def test_real_dialogsum_first_32_encode():
     b = collate(enc)
     assert b.src.shape == (32, 50) and b.tgt_in.shape[1] <= 20
     assert (b.src_ext >= len(vocab)).any()  # plenty of words outside a tiny vocabulary get extended ids
+
+
+# ------------------------------------------------------------------------------------ turn separators
+def test_tokenize_source_puts_the_separator_between_non_empty_lines_only():
+    from seq2seq_zoo.data.text import tokenize_source
+    text = "Amanda: I baked cookies.\r\nJerry: Sure!\n\n  \rAmanda: OK\n"
+    sep = TextConfig(turn_separator="<eot>")
+    assert tokenize_source(text, sep) == ["amanda", ":", "i", "baked", "cookies", ".", "<eot>", "jerry", ":", "sure",
+                                          "!", "<eot>", "amanda", ":", "ok"]
+    assert tokenize_source(text, TextConfig()) == tokenize(text)            # no separator: lines are whitespace
+    assert tokenize_source("one line only", sep) == ["one", "line", "only"]
+    assert tokenize_source("\n\n", sep) == []
+
+
+@pytest.mark.parametrize("sep, ok", [("<eot>", True), ("<turn_end>", True), ("|", True), ("<EOT>", False),
+                                     ("two words", False), ("<unk>", False), ("<num>", False), ("<e0t>", False),
+                                     ("", False)])
+def test_separator_problem_accepts_only_a_lower_case_token_of_its_own(sep, ok):
+    from seq2seq_zoo.data.text import separator_problem
+    assert (separator_problem(sep) is None) == ok
+    assert separator_problem(None) is None
+
+
+def test_turn_separator_reaches_vocabulary_encoding_and_summarize_but_not_lead(tmp_path):
+    """A tiny `zoo run` with data.turn_separator: the token is in the vocabulary and between the turns of
+    every encoded source (tiny dialogues have 3 turns: 2 separators), the record says so, and `zoo summarize`
+    (Summarizer) encodes new text the same way; the LEAD row still picks whole turns."""
+    from conftest import run_cli, tiny_experiment
+    from seq2seq_zoo.inference import Summarizer
+    data_dir = write_dialogsum(tmp_path / "data", n_train=8, n_dev=2, n_test=2)
+    runs = '[[runs]]\nname = "sep"\n\n[[runs]]\nname = "lead"\nmodel = "lead"\nunit = "turn"\nk = 1\n'
+    toml = tmp_path / "sep.toml"
+    toml.write_text(tiny_experiment("sep", runs, seeds=1, data_dir=data_dir, epochs=1,
+                                    extra_defaults='data.turn_separator = "<eot>"'), encoding="utf-8")
+    assert run_cli(["run", str(toml), "--results", str(tmp_path / "R"), "--no-progress"]) == 0
+    run = tmp_path / "R" / "sep" / "sep"
+    rec = json.loads((run / "record.json").read_text())
+    assert rec["spec"]["data"]["turn_separator"] == "<eot>"
+    vocab = Vocab.load(run / "checkpoints" / "vocab.json")
+    assert "<eot>" in vocab.stoi
+    src = json.loads((run / "attention.json").read_text())["source_tokens"]
+    assert src.count("<eot>") == 2 and src[src.index("<eot>") + 1] == "#Person2#"
+    enc = Summarizer.from_run(run)._encode("#Person1#: hello\n#Person2#: hi")
+    assert list(enc.src).count(vocab.stoi["<eot>"]) == 1
+    lead = json.loads((tmp_path / "R" / "sep" / "lead" / "predictions.jsonl").read_text().splitlines()[0])
+    assert "<eot>" not in json.dumps(lead) and lead["prediction"].startswith("#Person1#")
+
+
+def test_a_turn_separator_that_is_not_one_token_is_one_line_naming_the_key(tmp_path, capsys):
+    from conftest import run_cli, tiny_experiment
+    toml = tmp_path / "bad.toml"
+    toml.write_text(tiny_experiment("bad", '[[runs]]\nname = "a"\n', seeds=1,
+                                    extra_defaults='data.turn_separator = "end of turn"'), encoding="utf-8")
+    assert run_cli(["run", str(toml), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "data.turn_separator" in err and "<eot>" in err and "bad.toml" in err

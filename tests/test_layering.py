@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 LAZY_UPWARD = {
     ("seq2seq_zoo", "seq2seq_zoo.inference"),              # `from seq2seq_zoo import Summarizer`, on first use
     ("seq2seq_zoo.config.load", "seq2seq_zoo.data.corpora"),   # a reader's options checked by the reader
+    ("seq2seq_zoo.config.load", "seq2seq_zoo.data.text"),      # data.turn_separator: one token to the tokenizer
     ("seq2seq_zoo.config.load", "seq2seq_zoo.models.base"),    # the meta-device build of each run's model
     ("seq2seq_zoo.config.values", "seq2seq_zoo.train.rewards"),  # train.rl_reward parsed by the reward code
 }

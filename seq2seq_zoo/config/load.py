@@ -119,6 +119,10 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
         raise ctx.fail(f"{label}.decode.max_len", too_long)
     _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
     _check_data_options(ctx, f"{label}.data.options", built["data"])
+    from seq2seq_zoo.data.text import separator_problem
+    sep_problem = separator_problem(built["data"].turn_separator)
+    if sep_problem:
+        raise ctx.fail(f"{label}.data.turn_separator", sep_problem)
     _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
     _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
     for m in built["eval"].metrics:

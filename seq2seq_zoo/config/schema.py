@@ -21,6 +21,7 @@ class DataConfig:
     max_valid: int | None = None
     max_test: int | None = None
     on_bad: str = "skip_empty"                    # error | skip_empty | skip
+    turn_separator: str | None = None             # one token put between the source's lines (dialogue turns), e.g. "<eot>"
     options: dict = field(default_factory=dict)   # the dataset reader's options (zoo list datasets; docs/data.md)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from seq2seq_zoo.data.corpora import Example
-from seq2seq_zoo.data.text import TextConfig, tokenize
+from seq2seq_zoo.data.text import TextConfig, tokenize, tokenize_source
 from seq2seq_zoo.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 
 
@@ -28,7 +28,7 @@ def encode_examples(examples: Sequence[Example], vocab: Vocab, text_cfg: TextCon
                     max_tgt: int) -> list[Encoded]:
     out = []
     for ex in examples:
-        s = tokenize(ex.source, text_cfg)[:max_src] or ["<unk>"]
+        s = tokenize_source(ex.source, text_cfg)[:max_src] or ["<unk>"]
         t = tokenize(ex.references[0], text_cfg)[: max_tgt - 1]  # room for <eos>
         src_ext, oovs = vocab.encode_ext(s)
         out.append(Encoded(
@@ -46,7 +46,7 @@ def encode_examples(examples: Sequence[Example], vocab: Vocab, text_cfg: TextCon
 
 def percentile_filter(examples: Sequence[Example], lo: float, hi: float, text_cfg: TextConfig) -> list[Example]:
     """Keep examples whose source and target lengths lie within the [lo, hi] percentiles (seed paper: 5/95)."""
-    sl = np.array([len(tokenize(e.source, text_cfg)) for e in examples])
+    sl = np.array([len(tokenize_source(e.source, text_cfg)) for e in examples])
     tl = np.array([len(tokenize(e.references[0], text_cfg)) for e in examples])
     s_lo, s_hi = np.percentile(sl, [lo, hi])
     t_lo, t_hi = np.percentile(tl, [lo, hi])

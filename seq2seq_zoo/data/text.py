@@ -25,6 +25,7 @@ class TextConfig:
     lowercase: bool = True
     num_token: bool = False     # map numbers (and Gigaword's '#' digit runs) to <num>
     unk_alias: tuple[str, ...] = ("UNK", "<unk>")  # corpus spellings of the unknown word
+    turn_separator: str | None = None  # a token put between a source's lines (see tokenize_source)
 
 
 def normalise(text: str, cfg: TextConfig = TextConfig()) -> str:
@@ -47,6 +48,34 @@ def tokenize(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
     if cfg.num_token:  # numbers, and Gigaword's '#' digit runs such as ## or #.#, become one <num>
         text = _NUMBER.sub(" <num> ", text)
     return _TOKEN.findall(normalise(text, cfg))
+
+
+def tokenize_source(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
+    """A source's tokens. With ``cfg.turn_separator`` its lines (a dialogue's turns) are kept apart by
+    that token, as Gliwa et al. (2019) give the pointer-generator a separator between SAMSum's
+    utterances; without it a line break is whitespace like any other. Targets use ``tokenize``."""
+    sep = cfg.turn_separator
+    if sep is None:
+        return tokenize(text, cfg)
+    out: list[str] = []
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        toks = tokenize(line, cfg)
+        if toks:
+            out += [sep, *toks] if out else toks
+    return out
+
+
+_RESERVED = ("<pad>", "<unk>", "<bos>", "<eos>", "<num>")
+
+
+def separator_problem(sep) -> str | None:
+    """Why ``sep`` cannot be a turn separator (it must stay one token of its own), or None."""
+    if sep is None:
+        return None
+    if not isinstance(sep, str) or _TOKEN.findall(sep) != [sep] or sep != sep.lower() or sep in _RESERVED:
+        return (f"{sep!r} is not a token of its own; use a lower-case special such as \"<eot>\" (letters and _ "
+                f"between < and >, not one of {', '.join(_RESERVED)})")
+    return None
 
 
 _NUMBER = re.compile(r"(?<![#\w])(?:\d+(?:[.,]\d+)*|#+(?:[.,]#+)*)(?![#\w])")

@@ -358,8 +358,8 @@ def test_separator_problem_accepts_only_a_lower_case_token_of_its_own(sep, ok):
 
 def test_turn_separator_reaches_vocabulary_encoding_and_summarize_but_not_lead(tmp_path):
     """A tiny `zoo run` with data.turn_separator: the token is in the vocabulary and between the turns of
-    every encoded source (tiny dialogues have 3 turns: 2 separators), the record says so, and `zoo summarize`
-    (Summarizer) encodes new text the same way; the LEAD row still picks whole turns."""
+    every encoded source (tiny dialogues have 3 turns: 2 separators), the record says so, `zoo summarize`
+    (Summarizer) and an exported copy encode new text the same way; the LEAD row still picks whole turns."""
     from conftest import run_cli, tiny_experiment
     from seq2seq_zoo.inference import Summarizer
     data_dir = write_dialogsum(tmp_path / "data", n_train=8, n_dev=2, n_test=2)
@@ -375,8 +375,10 @@ def test_turn_separator_reaches_vocabulary_encoding_and_summarize_but_not_lead(t
     assert "<eot>" in vocab.stoi
     src = json.loads((run / "attention.json").read_text())["source_tokens"]
     assert src.count("<eot>") == 2 and src[src.index("<eot>") + 1] == "#Person2#"
-    enc = Summarizer.from_run(run)._encode("#Person1#: hello\n#Person2#: hi")
-    assert list(enc.src).count(vocab.stoi["<eot>"]) == 1
+    assert run_cli(["export", str(run), str(tmp_path / "exported")]) == 0
+    for summarizer in (Summarizer.from_run(run), Summarizer.load(tmp_path / "exported")):
+        enc = summarizer._encode("#Person1#: hello\n#Person2#: hi")
+        assert list(enc.src).count(vocab.stoi["<eot>"]) == 1
     lead = json.loads((tmp_path / "R" / "sep" / "lead" / "predictions.jsonl").read_text().splitlines()[0])
     assert "<eot>" not in json.dumps(lead) and lead["prediction"].startswith("#Person1#")
 

@@ -16,7 +16,7 @@ SPLIT_NAMES = ("train", "validation", "test")
 def text_config(data_cfg) -> TextConfig:
     """The text normalisation a run's ``[data]`` section asks for."""
     return TextConfig(lowercase=data_cfg.lowercase, num_token=data_cfg.num_token,
-                      turn_separator=getattr(data_cfg, "turn_separator", None))
+                      turn_separator=data_cfg.turn_separator)
 
 
 def check_unique_ids(examples: list[Example], split: str, files: list[str]) -> None:

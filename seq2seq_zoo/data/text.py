@@ -9,6 +9,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from seq2seq_zoo.data.vocab import SPECIALS
+
 # one token: a speaker tag (#Person1#), a special (<unk>), a word with inner apostrophes/hyphens/dots
 # (don't, e-mail, u.s.), a number, or any single other non-space character.
 _TOKEN = re.compile(
@@ -65,7 +67,7 @@ def tokenize_source(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
     return out
 
 
-_RESERVED = ("<pad>", "<unk>", "<bos>", "<eos>", "<num>")
+_RESERVED = (*SPECIALS, "<num>")   # the vocabulary's own tokens and the number token
 
 
 def separator_problem(sep) -> str | None:

@@ -52,6 +52,11 @@ def tokenize(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
     return _TOKEN.findall(normalise(text, cfg))
 
 
+def lines(text: str) -> list[str]:
+    """The non-empty lines of ``text``, stripped (a line ends at LF, CR LF or CR): a dialogue's turns."""
+    return [ln.strip() for ln in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if ln.strip()]
+
+
 def tokenize_source(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
     """A source's tokens. With ``cfg.turn_separator`` its lines (a dialogue's turns) are kept apart by
     that token, as Gliwa et al. (2019) give the pointer-generator a separator between SAMSum's
@@ -60,10 +65,8 @@ def tokenize_source(text: str, cfg: TextConfig = TextConfig()) -> list[str]:
     if sep is None:
         return tokenize(text, cfg)
     out: list[str] = []
-    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        toks = tokenize(line, cfg)
-        if toks:
-            out += [sep, *toks] if out else toks
+    for line in lines(text):
+        out += [sep, *tokenize(line, cfg)] if out else tokenize(line, cfg)
     return out
 
 

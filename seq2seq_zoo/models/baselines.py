@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from seq2seq_zoo.data.text import lines
 from seq2seq_zoo.models.base import Seq2Seq
 from seq2seq_zoo.registry import register_model
 
@@ -30,14 +31,14 @@ def split_units(text: str, unit: str) -> list[str]:
     lines, else sentences."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
-    lines = [ln.strip() for ln in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if ln.strip()]
+    turns = lines(text)
     if unit == "auto":
-        unit = "turn" if len(lines) >= 2 else "sentence"
+        unit = "turn" if len(turns) >= 2 else "sentence"
     if unit == "turn":
-        return lines
+        return turns
     if unit == "word":
         return text.split()
-    return [s for ln in lines for s in _SENT.split(ln) if s.strip()]
+    return [s for ln in turns for s in _SENT.split(ln) if s.strip()]
 
 
 def _source(e) -> str:

@@ -104,13 +104,40 @@ def test_one_decode_entry_can_be_the_headline(tmp_path):
     """``headline = true`` marks the [[decode]] entry chosen on validation (the leaderboard shows it)."""
     two = '[[decode]]\nname = "x"\nbeam_size = 2\nheadline = true\n[[decode]]\nname = "y"\nbeam_size = 3\nheadline = true'
     for extra, words in ((two, ["decode[1].headline", "only one", "'x' already is"]),
-                         ('[[decode]]\nname = "x"\nbeam_size = 2\nheadline = "yes"', ["decode[0].headline", "true or false"])):
+                         ('[[decode]]\nname = "x"\nbeam_size = 2\nheadline = "yes"', ["decode[0].headline", "true, false"])):
         with pytest.raises(ConfigError) as e:
             load_experiment(write(tmp_path, f'[[runs]]\nname = "a"\n{extra}\n', name="dec.toml"))
         assert all(w in str(e.value) for w in words), str(e.value)
     exp = load_experiment(write(tmp_path, '[[runs]]\nname = "a"\n[[decode]]\nname = "x"\nbeam_size = 2\nheadline = true\n',
                                 name="dec.toml"))
     assert [(d.name, d.overrides, d.headline) for d in exp.decodes] == [("x", {"beam_size": 2}, True)]
+
+
+def test_the_headline_decoding_can_differ_between_profiles(tmp_path):
+    """``headline = ["cpu"]``: the entry is the validation choice of the ``cpu`` profile only, another
+    entry can be that of the full size ("none") or of another profile; each profile sees one headline."""
+    body = ('[profiles.cpu]\ntrain.epochs = 1\n[profiles.big]\ntrain.epochs = 2\n[[runs]]\nname = "a"\n'
+            '[[decode]]\nname = "x"\nbeam_size = 2\nheadline = ["cpu"]\n'
+            '[[decode]]\nname = "y"\nbeam_size = 3\nheadline = ["big", "none"]\n'
+            '[[decode]]\nname = "z"\nbeam_size = 5\n')
+    p = write(tmp_path, body, name="dec.toml")
+    for profile, want in (("cpu", "x"), ("big", "y"), (None, "y")):
+        exp = load_experiment(p, profile=profile)
+        assert [d.name for d in exp.decodes if d.headline] == [want], profile
+        assert [d.name for d in exp.decodes] == ["x", "y", "z"]   # every entry still decodes every size
+    for extra, words in (
+            ('headline = ["cpu"]\n[[decode]]\nname = "y"\nbeam_size = 3\nheadline = ["cpu"]',
+             ["decode[1].headline", "profile 'cpu'", "'x' already is"]),
+            ('headline = true\n[[decode]]\nname = "y"\nbeam_size = 3\nheadline = ["cpu"]',
+             ["decode[1].headline", "'x' already is"]),
+            ('headline = ["cpu"]\n[[decode]]\nname = "y"\nbeam_size = 3\nheadline = true',
+             ["decode[1].headline", "'x' already is"]),
+            ('headline = ["cpx"]', ["decode[0].headline", "no profile 'cpx'", "cpu"]),
+            ('headline = []', ["decode[0].headline", "list of profile names"])):
+        with pytest.raises(ConfigError) as e:
+            load_experiment(write(tmp_path, '[profiles.cpu]\ntrain.epochs = 1\n[[runs]]\nname = "a"\n'
+                                  f'[[decode]]\nname = "x"\nbeam_size = 2\n{extra}\n', name="bad.toml"))
+        assert all(w in str(e.value) for w in words), str(e.value)
 
 
 def test_a_decode_entry_can_be_limited_to_some_runs(tmp_path, monkeypatch):

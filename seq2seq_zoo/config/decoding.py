@@ -15,12 +15,19 @@ from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import did_you_mean
 
 
-def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[DecodeVariant]:
+def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec], profiles: tuple[str, ...] = (),
+                     profile: str | None = None) -> list[DecodeVariant]:
     """[[decode]] entries: a plain unique name, decode.* keys checked like [defaults.decode] and against
     every run it decodes (decode.max_len may not exceed a run's data.max_tgt_len), and ``runs``, the runs
     it decodes (names as in the tables, without -seedN; default every trained run): a variant that only
-    makes sense for some of a file's runs, e.g. a headline decoding in a file that also has dialogues."""
+    makes sense for some of a file's runs, e.g. a headline decoding in a file that also has dialogues.
+
+    ``headline`` is true (the decoding chosen on validation for every size of the file) or a list of the
+    file's profiles (``"none"``: full size) for which it was chosen: a small and a full-size model can
+    prefer different decodings on validation. At most one entry is the headline of any one profile; the
+    returned variants carry ``headline`` for ``profile`` (None: full size)."""
     out: list[DecodeVariant] = []
+    claimed: dict[str, str] = {}   # profile ("*": every profile) -> the entry that is its headline
     trained = list(dict.fromkeys(s.group for s in specs))
     for i, entry in enumerate(entries):
         label = f"decode[{i}]"
@@ -38,11 +45,24 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
                     raise ctx.fail(f"{label}.runs", f"no trained run named '{r}' in this file (a baseline has "
                                    f"nothing to decode).{did_you_mean(r, trained)} Trained runs: {', '.join(trained)}")
             runs = tuple(dict.fromkeys(runs))
-        if not isinstance(headline, bool):
-            raise ctx.fail(f"{label}.headline", f"expected true or false, got {headline!r}")
-        if headline and any(v.headline for v in out):
-            raise ctx.fail(f"{label}.headline", "only one [[decode]] entry can be the headline decoding "
-                           f"('{next(v.name for v in out if v.headline)}' already is)")
+        if isinstance(headline, list) and headline and all(isinstance(p, str) for p in headline):
+            for p in headline:
+                if p != "none" and p not in profiles:
+                    raise ctx.fail(f"{label}.headline", f"no profile {p!r} in this file.{did_you_mean(p, profiles)} "
+                                   f"Profiles: {', '.join(('none',) + tuple(profiles))} ('none': full size)")
+            where = tuple(dict.fromkeys(headline))
+        elif isinstance(headline, bool):
+            where = ("*",) if headline else ()
+        else:
+            raise ctx.fail(f"{label}.headline", "expected true, false or a non-empty list of profile names "
+                           f"(e.g. [\"cpu\"]), got {headline!r}")
+        for p in where:
+            clash = claimed.get(p) or (claimed.get("*") if p != "*" else next(iter(claimed.values()), None))
+            if clash:
+                scope = "" if p == "*" else f" of profile '{p}'"
+                raise ctx.fail(f"{label}.headline", f"only one [[decode]] entry can be the headline decoding{scope} "
+                               f"('{clash}' already is)")
+        claimed.update({p: name for p in where})
         if name is None:
             raise ctx.fail(label, "every [[decode]] entry needs a name (it labels the table rows)")
         if name_problem(name):
@@ -59,7 +79,7 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec]) -> list[D
             if too_long:
                 raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
                                f"decode '{name}' of run '{spec.name}': {too_long}")
-        out.append(DecodeVariant(name, over, headline, runs))
+        out.append(DecodeVariant(name, over, "*" in where or (profile or "none") in where, runs))
     return out
 
 

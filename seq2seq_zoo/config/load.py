@@ -302,7 +302,8 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
-    decodes = _decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)])
+    decodes = _decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)],
+                               tuple(profiles), profile)
     from seq2seq_zoo.findings import parse_findings
     findings = parse_findings(raw.get("findings", []), groups, {d.name: d.runs for d in decodes}, ctx.fail)
     full = Experiment(name=name, path=path, runs=specs, dataset=specs[0].data.dataset,

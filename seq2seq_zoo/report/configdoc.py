@@ -55,7 +55,8 @@ TOP_DOC = {
     "decode": "`[[decode]]`: decoding variants of every run's best checkpoint (`name` and `decode.*` keys; "
               "`runs = [...]` to decode only those runs; "
               "`headline = true` on the one chosen on the validation split: the leaderboard and the README "
-              "headline then show every trained run of the file with it)",
+              "headline then show every trained run of the file with it; `headline = [\"cpu\"]` when it was "
+              "chosen for those profiles only, `\"none\"` naming the full size)",
 }
 
 

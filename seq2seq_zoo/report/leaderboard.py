@@ -267,7 +267,7 @@ def leaderboard_markdown(entries: list[Entry]) -> str:
            "do not edit by hand. One table per dataset, every run of every experiment folder, best ROUGE-1 first. "
            "Scores are ROUGE F1 x 100 from Google's `rouge-score` with stemming (on DialogSum the mean over its "
            "3 references), each run with its own decoding or, named `run/decoding`, the one its experiment file "
-           "chose on the validation split (`[[decode]] headline = true`), mean ± standard deviation over seeds; the "
+           "chose on the validation split (`[[decode]] headline`), mean ± standard deviation over seeds; the "
            "95% CI is a "
            "two-level bootstrap (seeds, then test examples), so it includes the variance between training runs. "
            "*vs LEAD* is the difference to the LEAD row of the same folder in ROUGE-1, on the same test examples, "

@@ -15,8 +15,8 @@ from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import did_you_mean
 
 
-def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec], profiles: tuple[str, ...] = (),
-                     profile: str | None = None) -> list[DecodeVariant]:
+def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec], profiles: tuple[str, ...],
+                     profile: str | None) -> list[DecodeVariant]:
     """[[decode]] entries: a plain unique name, decode.* keys checked like [defaults.decode] and against
     every run it decodes (decode.max_len may not exceed a run's data.max_tgt_len), and ``runs``, the runs
     it decodes (names as in the tables, without -seedN; default every trained run): a variant that only
@@ -56,8 +56,8 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec], profiles:
         else:
             raise ctx.fail(f"{label}.headline", "expected true, false or a non-empty list of profile names "
                            f"(e.g. [\"cpu\"]), got {headline!r}")
-        for p in where:
-            clash = claimed.get(p) or (claimed.get("*") if p != "*" else next(iter(claimed.values()), None))
+        for p in where:   # two claims clash when they name the same profile or either names every one
+            clash = next((n for q, n in claimed.items() if q == p or "*" in (p, q)), None)
             if clash:
                 scope = "" if p == "*" else f" of profile '{p}'"
                 raise ctx.fail(f"{label}.headline", f"only one [[decode]] entry can be the headline decoding{scope} "

@@ -398,3 +398,30 @@ def test_lead_row_is_the_one_tuned_on_validation_when_a_file_has_two():
     fixed, chosen = row("lead60", {"k": 60}), row("lead", {"k": 70, "chosen_by": "ROUGE-1 F1 on the validation split"})
     assert lead_group(group_rows([fixed, chosen])).label == "lead"
     assert lead_group(group_rows([fixed])).label == "lead60"          # no tuned row: the first LEAD row
+
+
+def test_findings_flag_seeds_trained_in_different_precisions(tmp_path, dialogsum_dir):
+    """precision = "auto" resolves per machine: a claim whose seeds ran in fp32 and bf16 says so, naming the
+    seeds of each; one whose seeds share a precision carries no such flag."""
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
+    _fake_seeds(exp, "sys", lambda s: 5.0 + s)
+    _fake_seeds(exp, "sys2", lambda s: 1.0 + s)
+    for name, precs in (("sys", ("fp32", "fp32", "bfloat16")), ("sys2", ("fp32",) * 3)):
+        for seed, prec in zip((1, 2, 3), precs):
+            path = exp / f"{name}-seed{seed}" / "record.json"
+            rec = json.loads(path.read_text())
+            rec["train"]["precision"] = prec
+            path.write_text(json.dumps(rec))
+    _declare(exp, [Finding(c, *c.split(" > "), ">", "rouge1", source="made up")
+                   for c in ("sys > sys2", "sys2 > lead")])
+    build_report(exp)
+    judged = {j["claim"]: j for j in json.loads((exp / "findings.json").read_text())}
+    assert "mixed precision (sys: bfloat16 seeds 3, fp32 seeds 1-2; sys2: fp32 seeds 1-3)" in judged["sys > sys2"]["flags"]
+    assert not any(x.startswith("mixed precision") for x in judged["sys2 > lead"]["flags"])
+    assert "mixed precision (sys: bfloat16 seeds 3" in (exp / "README.md").read_text()
+
+
+def test_seed_span():
+    from seq2seq_zoo.report.significance import _seed_span
+    assert _seed_span([3, 1, 2, 5, 7, 6]) == "1-3, 5-7"
+    assert _seed_span([4]) == "4"

@@ -394,6 +394,38 @@ def _pooled(pa, pb, scale) -> dict:
     return {"p": c.p, "n": c.n, "diff": c.diff, "ci": [c.ci_low, c.ci_high], "test": stats.POOLED_LABEL}
 
 
+def _seed_span(seeds: list[int]) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    parts, seeds = [], sorted(seeds)
+    start = prev = seeds[0]
+    for s in seeds[1:] + [None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = s
+    return ", ".join(parts)
+
+
+def precision_mix(arms: list[tuple[Group, list[int]]]) -> str | None:
+    """'mixed precision (A: fp32 seeds 1-3, bfloat16 seeds 4-7; B: ...)' when the trained seeds a claim
+    compares were not all trained in one precision, else None. ``precision = "auto"`` resolves per
+    machine (bf16 on CPUs with bf16 instructions, fp32 elsewhere), so seeds added on another machine can
+    differ from the first ones: the verdict stands, but part of a difference or of the spread may be
+    the precision's."""
+    per: dict[str, dict[str, list[int]]] = {}
+    for g, seeds in arms:
+        for r in g.rows:
+            prec = (r.get("train") or {}).get("precision")
+            if r["seed"] in seeds and prec and not str(prec).startswith("none"):
+                per.setdefault(g.label, {}).setdefault(str(prec), []).append(r["seed"])
+    if len({p for by in per.values() for p in by}) < 2:
+        return None
+    return "mixed precision (" + "; ".join(
+        f"{label}: " + ", ".join(f"{p} seeds {_seed_span(s)}" for p, s in sorted(by.items()))
+        for label, by in per.items()) + ")"
+
+
 def judge(f: Finding, groups: list[Group]) -> dict:
     by_label = {g.label: g for g in groups}
     for side in (f.a, f.b):
@@ -446,6 +478,9 @@ def judge(f: Finding, groups: list[Group]) -> dict:
                  and (g.mean("rouge1") or 0.0) <= (leads[dataset_of(g)].mean("rouge1") or 0.0))]
     if under:
         flags.append(f"undertrained ({', '.join(under)} below LEAD)")
+    mixed = precision_mix([(ga, seeds_a), (gb, seeds_b)])
+    if mixed:
+        flags.append(mixed)
     # power: the seeds per arm that would detect the observed difference with 80% power, from the seed sd
     sds = [c.sd_pairs] if paired else [x for x in (c.sd_a, c.sd_b) if np.isfinite(x)]
     sd = float(np.sqrt(np.mean(np.square(sds)))) if sds and np.all(np.isfinite(sds)) else float("nan")
@@ -535,6 +570,9 @@ _RULES = ("Verdicts at p < 0.05, with the training seed as the unit: **holds** (
           "of the difference (seeds, then examples paired across the two arms), and the pooled example x seed "
           "permutation test, which answers a narrower question: do these particular trained runs differ on this "
           "test set. *undertrained*: a run in the claim does not beat its dataset's (validation-tuned) LEAD row. "
+          "*mixed precision*: the seeds compared were not all trained in one precision (`precision = \"auto\"` "
+          "picks bf16 on CPUs with bf16 instructions and fp32 elsewhere); part of the difference or spread may "
+          "be the precision's. "
           "*test-informed*: a choice behind the claim was made with test scores (see the experiment file). "
           "Method: docs/statistics.md.")
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+from pathlib import Path
 
 import torch
 
-from seq2seq_zoo.utils import cpu_has_fast_bf16
+from seq2seq_zoo.names import run_group
+from seq2seq_zoo.utils import cpu_has_fast_bf16, seed_span
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -21,6 +24,36 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if cpu_has_fast_bf16() else None
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """How a record names a trained run's precision: 'fp32', 'bfloat16' or 'float16'."""
+    return str(dtype).replace("torch.", "") if dtype else "fp32"
+
+
+def sibling_precision_note(out: Path, run: str, seed, mine: str, setting: str) -> str | None:
+    """A line for the log when the other seeds of this run, already in ``out``'s experiment folder, were
+    trained in another precision than ``mine``, else None. ``precision = "auto"`` resolves per machine,
+    so a seed added on another machine can differ from the first ones unless the file pins it."""
+    group = run_group(run, seed)
+    other: dict[str, list[int]] = {}
+    for rec_path in out.parent.glob(f"{group}-seed*/record.json"):
+        if rec_path.parent == out:
+            continue
+        try:
+            rec = json.loads(rec_path.read_text(encoding="utf-8"))
+            prec, s = (rec.get("train") or {}).get("precision"), rec.get("seed")
+        except (OSError, ValueError, AttributeError):
+            continue   # a damaged sibling is the report's business, not this run's
+        if isinstance(prec, str) and not prec.startswith("none") and prec != mine and isinstance(s, int) \
+                and rec.get("run") == f"{group}-seed{s}":
+            other.setdefault(prec, []).append(s)
+    if not other:
+        return None
+    theirs = "; ".join(f"seeds {seed_span(s)} in {p}" for p, s in sorted(other.items()))
+    return (f"[{run}] note: this seed trains in {mine} (train.precision = \"{setting}\" here); {group} "
+            f"trained {theirs}. Findings that compare these seeds are flagged 'mixed precision'; pin "
+            f"train.precision in the profile to keep a run's seeds alike.")
 
 
 @functools.cache   # the CPU does not change; autocast() is entered at every training step

@@ -21,7 +21,7 @@ from seq2seq_zoo.evaluation import (check_example_ids, decode_and_score, evaluat
                                     teacher_forced_on)
 from seq2seq_zoo.models.base import MODELS, build_model, count_parameters, model_context, model_options
 from seq2seq_zoo.names import inside
-from seq2seq_zoo.precision import autocast_dtype
+from seq2seq_zoo.precision import autocast_dtype, precision_name, sibling_precision_note
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.loop import fit, lr_at
@@ -175,6 +175,8 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         log(f"[{spec.name}] {baseline['describe']}: nothing to train")
     else:
         baseline = None
+        if note := sibling_precision_note(out, spec.name, spec.seed, precision_name(dtype), spec.train.precision):
+            log(note)
         st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
                  resume=resume, progress=progress, log=log, ddp=ddp, vocab=vocab, run_dir=out)
         if not main:
@@ -219,8 +221,7 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
                   "train_tokens": st.train_tokens,
                   "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9) if baseline is None else None,
                   "trainable": baseline is None,
-                  "precision": ("none (not trained)" if baseline else
-                                str(dtype).replace("torch.", "") if dtype else "fp32"), "device": str(device),
+                  "precision": "none (not trained)" if baseline else precision_name(dtype), "device": str(device),
                   "world_size": ddp.world_size if ddp else 1,
                   **({"decoded_with": f"mean of the last {min(spec.train.average_last, len(st.history))} "
                                      "epochs' weights (checkpoints/averaged.pt)"}

@@ -419,9 +419,3 @@ def test_findings_flag_seeds_trained_in_different_precisions(tmp_path, dialogsum
     assert "mixed precision (sys: bfloat16 seeds 3, fp32 seeds 1-2; sys2: fp32 seeds 1-3)" in judged["sys > sys2"]["flags"]
     assert not any(x.startswith("mixed precision") for x in judged["sys2 > lead"]["flags"])
     assert "mixed precision (sys: bfloat16 seeds 3" in (exp / "README.md").read_text()
-
-
-def test_seed_span():
-    from seq2seq_zoo.report.significance import _seed_span
-    assert _seed_span([3, 1, 2, 5, 7, 6]) == "1-3, 5-7"
-    assert _seed_span([4]) == "4"

@@ -41,7 +41,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     clip_norm: float = 1.0                        # 0 = no clipping
     accum_steps: int = 1
-    precision: str = "auto"                       # auto | fp32 | bf16 | fp16
+    precision: str = "auto"                       # auto (per machine: bf16 where fast, else fp32) | fp32 | bf16 | fp16
     val_every: int = 0                            # validate every N updates (0 = once per epoch)
     patience: int = 0                             # early stopping after N validations without gain (0 = off)
     checkpoint_every: int = 0                     # also checkpoint every N updates (0 = per epoch only)

@@ -28,7 +28,7 @@ from seq2seq_zoo import stats
 from seq2seq_zoo.findings import PER_RUN_METRICS, Finding
 from seq2seq_zoo.names import run_group
 from seq2seq_zoo.results import read_scores, write_scores
-from seq2seq_zoo.utils import atomic_write_text
+from seq2seq_zoo.utils import atomic_write_text, seed_span
 
 EXPERIMENT_FILE = "experiment.json"
 FINDINGS_FILE = "findings.json"
@@ -394,19 +394,6 @@ def _pooled(pa, pb, scale) -> dict:
     return {"p": c.p, "n": c.n, "diff": c.diff, "ci": [c.ci_low, c.ci_high], "test": stats.POOLED_LABEL}
 
 
-def _seed_span(seeds: list[int]) -> str:
-    """1, 2, 3, 5 -> '1-3, 5'."""
-    parts, seeds = [], sorted(seeds)
-    start = prev = seeds[0]
-    for s in seeds[1:] + [None]:
-        if s is not None and s == prev + 1:
-            prev = s
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = s
-    return ", ".join(parts)
-
-
 def precision_mix(arms: list[tuple[Group, list[int]]]) -> str | None:
     """'mixed precision (A: fp32 seeds 1-3, bfloat16 seeds 4-7; B: ...)' when the trained seeds a claim
     compares were not all trained in one precision, else None. ``precision = "auto"`` resolves per
@@ -422,7 +409,7 @@ def precision_mix(arms: list[tuple[Group, list[int]]]) -> str | None:
     if len({p for by in per.values() for p in by}) < 2:
         return None
     return "mixed precision (" + "; ".join(
-        f"{label}: " + ", ".join(f"{p} seeds {_seed_span(s)}" for p, s in sorted(by.items()))
+        f"{label}: " + ", ".join(f"{p} seeds {seed_span(s)}" for p, s in sorted(by.items()))
         for label, by in per.items()) + ")"
 
 

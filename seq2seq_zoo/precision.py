@@ -50,7 +50,7 @@ def sibling_precision_note(out: Path, run: str, seed, mine: str, setting: str) -
             other.setdefault(prec, []).append(s)
     if not other:
         return None
-    theirs = "; ".join(f"seeds {seed_span(s)} in {p}" for p, s in sorted(other.items()))
+    theirs = "; ".join(f"{seed_span(s, word=True)} in {p}" for p, s in sorted(other.items()))
     return (f"[{run}] note: this seed trains in {mine} (train.precision = \"{setting}\" here); {group} "
             f"trained {theirs}. Findings that compare these seeds are flagged 'mixed precision'; pin "
             f"train.precision in the profile to keep a run's seeds alike.")

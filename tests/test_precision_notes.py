@@ -25,6 +25,7 @@ def test_precision_name():
 def test_seed_span():
     assert seed_span([3, 1, 2, 5, 7, 6]) == "1-3, 5-7"
     assert seed_span([4]) == "4" and seed_span([2, 4]) == "2, 4"
+    assert seed_span([4], word=True) == "seed 4" and seed_span([1, 2], word=True) == "seeds 1-2"
 
 
 def test_sibling_note_names_the_seeds_of_each_other_precision(tmp_path):
@@ -37,9 +38,9 @@ def test_sibling_note_names_the_seeds_of_each_other_precision(tmp_path):
     (exp / "pg-seed9" / "record.json").write_text("{not json")  # damaged: skipped
     note = sibling_precision_note(exp / "pg-seed4", "pg-seed4", 4, "bfloat16", "auto")
     assert "this seed trains in bfloat16" in note and "pg trained seeds 1-2 in fp32" in note
-    assert "seeds 3" not in note and "float16" not in note.replace("bfloat16", "")
+    assert "seed 3" not in note and "float16" not in note.replace("bfloat16", "")
     note = sibling_precision_note(exp / "pg-seed4", "pg-seed4", 4, "fp32", "auto")
-    assert "pg trained seeds 3 in bfloat16" in note and "seeds 1-2" not in note
+    assert "pg trained seed 3 in bfloat16" in note and "seeds 1-2" not in note
     # its own earlier record (a re-run with --force) is not a sibling; same precision everywhere: no note
     assert sibling_precision_note(exp / "pg-seed3", "pg-seed3", 3, "fp32", "auto") is None
     assert sibling_precision_note(tmp_path / "new" / "x-seed1", "x-seed1", 1, "fp32", "auto") is None
@@ -65,5 +66,5 @@ def test_zoo_run_logs_the_note_for_a_seed_in_another_precision(tmp_path, capsys)
     finally:
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
-    assert ('[t-seed2] note: this seed trains in fp32 (train.precision = "fp32" here); t trained seeds 1 in '
+    assert ('[t-seed2] note: this seed trains in fp32 (train.precision = "fp32" here); t trained seed 1 in '
             "bfloat16") in out

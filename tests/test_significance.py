@@ -416,6 +416,6 @@ def test_findings_flag_seeds_trained_in_different_precisions(tmp_path, dialogsum
                    for c in ("sys > sys2", "sys2 > lead")])
     build_report(exp)
     judged = {j["claim"]: j for j in json.loads((exp / "findings.json").read_text())}
-    assert "mixed precision (sys: bfloat16 seeds 3, fp32 seeds 1-2; sys2: fp32 seeds 1-3)" in judged["sys > sys2"]["flags"]
+    assert "mixed precision (sys: bfloat16 seed 3, fp32 seeds 1-2; sys2: fp32 seeds 1-3)" in judged["sys > sys2"]["flags"]
     assert not any(x.startswith("mixed precision") for x in judged["sys2 > lead"]["flags"])
-    assert "mixed precision (sys: bfloat16 seeds 3" in (exp / "README.md").read_text()
+    assert "mixed precision (sys: bfloat16 seed 3" in (exp / "README.md").read_text()

@@ -409,7 +409,7 @@ def precision_mix(arms: list[tuple[Group, list[int]]]) -> str | None:
     if len({p for by in per.values() for p in by}) < 2:
         return None
     return "mixed precision (" + "; ".join(
-        f"{label}: " + ", ".join(f"{p} seeds {seed_span(s)}" for p, s in sorted(by.items()))
+        f"{label}: " + ", ".join(f"{p} {seed_span(s, word=True)}" for p, s in sorted(by.items()))
         for label, by in per.items()) + ")"
 
 

@@ -13,8 +13,8 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def seed_span(seeds: list[int]) -> str:
-    """1, 2, 3, 5 -> '1-3, 5'."""
+def seed_span(seeds: list[int], word: bool = False) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'; with ``word``, 'seeds 1-3, 5' (and 'seed 4' for one seed)."""
     parts, seeds = [], sorted(seeds)
     start = prev = seeds[0]
     for s in seeds[1:] + [None]:
@@ -23,4 +23,5 @@ def seed_span(seeds: list[int]) -> str:
             continue
         parts.append(str(start) if start == prev else f"{start}-{prev}")
         start = prev = s
-    return ", ".join(parts)
+    text = ", ".join(parts)
+    return (f"seed {text}" if len(seeds) == 1 else f"seeds {text}") if word else text

@@ -31,23 +31,33 @@ def precision_name(dtype: torch.dtype | None) -> str:
     return str(dtype).replace("torch.", "") if dtype else "fp32"
 
 
+def seeds_by_precision(records) -> dict[str, list[int]]:
+    """{training precision: seeds} over run records; an untrained baseline ('none (not trained)') is
+    left out. Shared by the findings' *mixed precision* flag and the note below."""
+    out: dict[str, list[int]] = {}
+    for rec in records:
+        prec, seed = (rec.get("train") or {}).get("precision"), rec.get("seed")
+        if isinstance(prec, str) and not prec.startswith("none") and isinstance(seed, int):
+            out.setdefault(prec, []).append(seed)
+    return out
+
+
 def sibling_precision_note(out: Path, run: str, seed, mine: str, setting: str) -> str | None:
     """A line for the log when the other seeds of this run, already in ``out``'s experiment folder, were
     trained in another precision than ``mine``, else None. ``precision = "auto"`` resolves per machine,
     so a seed added on another machine can differ from the first ones unless the file pins it."""
     group = run_group(run, seed)
-    other: dict[str, list[int]] = {}
+    siblings = []
     for rec_path in out.parent.glob(f"{group}-seed*/record.json"):
         if rec_path.parent == out:
             continue
         try:
             rec = json.loads(rec_path.read_text(encoding="utf-8"))
-            prec, s = (rec.get("train") or {}).get("precision"), rec.get("seed")
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError):
             continue   # a damaged sibling is the report's business, not this run's
-        if isinstance(prec, str) and not prec.startswith("none") and prec != mine and isinstance(s, int) \
-                and rec.get("run") == f"{group}-seed{s}":
-            other.setdefault(prec, []).append(s)
+        if isinstance(rec, dict) and rec.get("run") == f"{group}-seed{rec.get('seed')}":
+            siblings.append(rec)
+    other = {p: s for p, s in seeds_by_precision(siblings).items() if p != mine}
     if not other:
         return None
     theirs = "; ".join(f"{seed_span(s, word=True)} in {p}" for p, s in sorted(other.items()))

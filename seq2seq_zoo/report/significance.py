@@ -27,6 +27,7 @@ from collections import Counter
 from seq2seq_zoo import stats
 from seq2seq_zoo.findings import PER_RUN_METRICS, Finding
 from seq2seq_zoo.names import run_group
+from seq2seq_zoo.precision import seeds_by_precision
 from seq2seq_zoo.results import read_scores, write_scores
 from seq2seq_zoo.utils import atomic_write_text, seed_span
 
@@ -400,12 +401,8 @@ def precision_mix(arms: list[tuple[Group, list[int]]]) -> str | None:
     machine (bf16 on CPUs with bf16 instructions, fp32 elsewhere), so seeds added on another machine can
     differ from the first ones: the verdict stands, but part of a difference or of the spread may be
     the precision's."""
-    per: dict[str, dict[str, list[int]]] = {}
-    for g, seeds in arms:
-        for r in g.rows:
-            prec = (r.get("train") or {}).get("precision")
-            if r["seed"] in seeds and prec and not str(prec).startswith("none"):
-                per.setdefault(g.label, {}).setdefault(str(prec), []).append(r["seed"])
+    per = {g.label: by for g, seeds in arms
+           if (by := seeds_by_precision(r for r in g.rows if r["seed"] in seeds))}
     if len({p for by in per.values() for p in by}) < 2:
         return None
     return "mixed precision (" + "; ".join(

@@ -14,6 +14,8 @@ method_test    is method A better than method B? The training seed is the unit: 
                and a two-level bootstrap CI (seeds, then examples paired across the two arms)
 group_ci       a table cell's CI: the same two-level bootstrap of one run's mean over seeds and examples
 seeds_for_power  seeds per arm for a given power (noncentral t, ``scipy.stats.nct``)
+factor_adjusted  the same seed-level difference with a second factor of the seeds (the training precision)
+               in the model: ordinary least squares over the per-seed values (``statsmodels`` OLS)
 
 Every random draw uses a fixed seed, so a report rebuilt from the same records prints the same numbers.
 """
@@ -382,3 +384,81 @@ def seeds_for_power(d: float, target: float = 0.8, alpha: float = ALPHA, one_sam
         else:
             lo = mid + 1
     return lo
+
+
+@dataclass(frozen=True)
+class AdjustedComparison:
+    """The seed-level difference with a factor of the seeds (the training precision) held fixed."""
+    diff: float                # A - c x B with the factor in the model
+    ci_low: float              # its 95% t interval
+    ci_high: float
+    p: float                   # two-sided t-test of the difference
+    df: int                    # residual degrees of freedom
+    factor_p: float            # F-test that the factor shifts the values at all
+    shift: float | None        # two levels: mean of the second level minus the first, within arms
+    levels: tuple[str, ...]    # the factor's levels, sorted
+    p_plain: float = float("nan")      # the same least squares without the factor (Student's t for two
+    diff_plain: float = float("nan")   # arms, the one-sample t otherwise): what the factor alone changes
+
+    def verdict(self, direction: str, alpha: float = ALPHA) -> str:
+        if self.p >= alpha or self.diff == 0:
+            return "not shown"
+        return "holds" if (self.diff > 0) == (direction == ">") else "reversed"
+
+
+def factor_adjusted(ma, mb, levels_a, levels_b=None, fixed_b: bool = False,
+                    paired: bool = False) -> AdjustedComparison | str:
+    """``method_test``'s seed-level comparison with a factor of the seeds in the model: ordinary least
+    squares (``statsmodels.api.OLS``) of the per-seed values on the arm and the factor's levels
+    (sum-to-zero coded, so the factor adds no weight to either level).
+
+    ``ma``, ``mb``: per-seed values (``mb`` already scaled by the claim's c); ``levels_a``/``levels_b``:
+    each seed's level (its training precision). Two arms: y = mu + delta [seed of A] + factor, and delta is
+    the difference with the factor held fixed (in a balanced design the mean of the within-level
+    differences). ``fixed_b`` (B deterministic, ``mb`` its one value) and ``paired`` (matched seeds, the
+    level of a pair being its two seeds' levels): y = the seed's difference, y = delta + factor, and
+    delta is the mean of the level means, each level weighted alike. ``p_plain`` is the same least squares
+    without the factor (for two arms Student's t, which pools the arms' variances where ``method_test``'s
+    Welch's t does not), so the two differ by the factor alone. Returns why not instead (a string)
+    when the factor has one level, is confounded with the arm, or leaves no residual degree of freedom.
+    """
+    import statsmodels.api as sm
+    ma = np.asarray(ma, dtype=float)
+    mb = np.asarray(mb, dtype=float)
+    if fixed_b:
+        y, lv, arm = ma - mb.ravel()[0], list(levels_a), None
+    elif paired:
+        y, arm = ma - mb, None
+        lv = [a if a == b else f"{a}/{b}" for a, b in zip(levels_a, levels_b)]
+    else:
+        y = np.concatenate([ma, mb])
+        lv = list(levels_a) + list(levels_b)
+        arm = np.r_[np.ones(ma.size), np.zeros(mb.size)]
+    names = tuple(sorted(set(lv)))
+    if len(names) < 2:
+        return "one level"
+    # sum-to-zero coding: level j < k-1 -> e_j, the last level -> -1 in every column; with two levels
+    # the column is +-1/2 so its coefficient is the shift from the first level to the second
+    code = np.vstack([np.eye(len(names) - 1), -np.ones(len(names) - 1)])
+    if len(names) == 2:
+        code = np.array([[-0.5], [0.5]])
+    F = code[[names.index(x) for x in lv]]
+    X = np.column_stack([np.ones(y.size)] + ([arm] if arm is not None else []) + [F])
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        return "confounded with the arm"
+    if y.size - X.shape[1] < 1:
+        return "too few seeds"
+    res = sm.OLS(y, X).fit()
+    j = 1 if arm is not None else 0          # the difference's column
+    lo, hi = res.conf_int(1 - CONFIDENCE)[j]
+    R = np.zeros((F.shape[1], X.shape[1]))
+    R[:, X.shape[1] - F.shape[1]:] = np.eye(F.shape[1])
+    fp = float(np.asarray(res.f_test(R).pvalue))
+    plain = sm.OLS(y, X[:, :j + 1]).fit()
+
+    def finite(p: float, diff: float) -> float:   # a perfect fit: no residual spread
+        return float(p) if np.isfinite(p) else (1.0 if diff == 0 else 0.0)
+    diff = float(res.params[j])
+    return AdjustedComparison(diff, float(lo), float(hi), finite(res.pvalues[j], diff), int(res.df_resid), fp,
+                              float(res.params[-1]) if len(names) == 2 else None, names,
+                              finite(plain.pvalues[j], float(plain.params[j])), float(plain.params[j]))

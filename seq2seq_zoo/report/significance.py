@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -410,6 +410,38 @@ def precision_mix(arms: list[tuple[Group, list[int]]]) -> str | None:
         for label, by in per.items()) + ")"
 
 
+def seed_precisions(g: Group, seeds: list[int]) -> list[str]:
+    """Each seed's training precision, in the order of ``seeds`` ('unrecorded' for old records)."""
+    of = {seed: prec for prec, ss in seeds_by_precision(g.rows).items() for seed in ss}
+    return [of.get(s, "unrecorded") for s in seeds]
+
+
+def precision_adjusted(ga: Group, gb: Group, seeds_a: list[int], seeds_b: list[int], A, B, scale: float,
+                       op: str, fixed_a: bool, fixed_b: bool, paired: bool) -> dict:
+    """The claim's seed-level difference with the training precision as a factor of the seeds
+    (``stats.factor_adjusted``), for a claim whose seeds mix precisions: does the verdict survive once a
+    shift between precisions is allowed for? {"why": ...} when it cannot be estimated."""
+    A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
+    ma = A.mean(axis=1) if A.ndim == 2 else A
+    mb = scale * (B.mean(axis=1) if B.ndim == 2 else B)
+    if fixed_a and fixed_b:
+        return {"why": "no trained side"}
+    if fixed_a:      # value - B: B's seeds against the fixed value, the sign turned round
+        r = stats.factor_adjusted(mb, ma[:1], seed_precisions(gb, seeds_b), fixed_b=True)
+        if not isinstance(r, str):
+            r = replace(r, diff=-r.diff, ci_low=-r.ci_high, ci_high=-r.ci_low, diff_plain=-r.diff_plain)
+    else:
+        r = stats.factor_adjusted(ma, mb[:1] if fixed_b else mb, seed_precisions(ga, seeds_a),
+                                  None if fixed_b else seed_precisions(gb, seeds_b), fixed_b=fixed_b,
+                                  paired=paired)
+    if isinstance(r, str):
+        return {"why": r}
+    plain = replace(r, diff=r.diff_plain, p=r.p_plain).verdict(op)
+    return {"diff": r.diff, "ci": [r.ci_low, r.ci_high], "p": r.p, "df": r.df, "factor_p": r.factor_p,
+            "shift": r.shift, "levels": list(r.levels), "verdict": r.verdict(op),
+            "diff_plain": r.diff_plain, "p_plain": r.p_plain, "verdict_plain": plain}
+
+
 def judge(f: Finding, groups: list[Group]) -> dict:
     by_label = {g.label: g for g in groups}
     for side in (f.a, f.b):
@@ -443,7 +475,6 @@ def judge(f: Finding, groups: list[Group]) -> dict:
         pooled = _pooled({s: pa[s] for s in seeds_a}, {s: pb[s] for s in seeds_b}, f.scale)
     c = stats.method_test(A, B, f.scale, fixed_a=fixed_a, fixed_b=fixed_b, paired=paired)
     if fixed_a and fixed_b and pooled:   # no seed variance on either side: the examples are the only variance
-        from dataclasses import replace
         c = replace(c, p=pooled["p"], test="two deterministic runs: paired permutation test over test examples")
     verdict = c.verdict(f.op)
     detail = ""
@@ -463,8 +494,13 @@ def judge(f: Finding, groups: list[Group]) -> dict:
     if under:
         flags.append(f"undertrained ({', '.join(under)} below LEAD)")
     mixed = precision_mix([(ga, seeds_a), (gb, seeds_b)])
+    adjusted: dict = {}
     if mixed:
         flags.append(mixed)
+        adjusted = precision_adjusted(ga, gb, seeds_a, seeds_b, A, B, f.scale, f.op, fixed_a, fixed_b, paired)
+        if "verdict" in adjusted and adjusted["verdict"] != adjusted["verdict_plain"]:
+            flags.append(f"precision-sensitive ({adjusted['verdict_plain']} without precision as a factor, "
+                         f"{adjusted['verdict']} with it, p {_p(adjusted['p'])})")
     # power: the seeds per arm that would detect the observed difference with 80% power, from the seed sd
     sds = [c.sd_pairs] if paired else [x for x in (c.sd_a, c.sd_b) if np.isfinite(x)]
     sd = float(np.sqrt(np.mean(np.square(sds)))) if sds and np.all(np.isfinite(sds)) else float("nan")
@@ -478,7 +514,7 @@ def judge(f: Finding, groups: list[Group]) -> dict:
             "deterministic": [x for x, fx in ((f.a, fixed_a), (f.b, fixed_b)) if fx],
             "pooled": pooled, "n": pooled.get("n", c.n_a + c.n_b),
             "power": {"effect": c.diff, "seed_sd": sd, "one_sample": one_sample, "seeds_for_80": need},
-            "seeds": {f.a: seeds_a, f.b: seeds_b}}
+            "seeds": {f.a: seeds_a, f.b: seeds_b}, "precision_adjusted": adjusted}
 
 
 def judge_all(exp_dir: Path, groups: list[Group], meta_rows: list[dict]) -> list[dict]:
@@ -535,12 +571,33 @@ def findings_rows(judged: list[dict]) -> pd.DataFrame:
                      if "ci" in j and _fmt(j["ci"][0], d) else "",
                      "permutation p over seeds (smallest possible)": perm,
                      "pooled p (these trained runs on this test set)": _p(pooled.get("p")),
-                     "verdict": verdict, "test-informed": "yes" if j.get("test_informed") else "",
+                     "verdict": verdict, "with precision as a factor": _adjusted_cell(j, d),
+                     "test-informed": "yes" if j.get("test_informed") else "",
                      "experiment": j.get("experiment", ""), "profile": j.get("profile", "")})
     df = pd.DataFrame(rows)
     if not df.empty and not (df["test-informed"] == "yes").any():
         df = df.drop(columns="test-informed")
+    if not df.empty and not (df["with precision as a factor"] != "").any():
+        df = df.drop(columns="with precision as a factor")
     return df
+
+
+def _adjusted_cell(j: dict, d: int) -> str:
+    """'diff 0.95 [0.41, 1.49], p 0.003 (without it 0.97, p 0.002); fp32 minus bfloat16 0.31 (p 0.410)' for a
+    mixed-precision claim; why not, when the model cannot be fitted."""
+    a = j.get("precision_adjusted") or {}
+    if "why" in a:
+        return f"not estimable: {a['why']}"
+    if "diff" not in a:
+        return ""
+    cell = (f"diff {_fmt(a['diff'], d)} [{_fmt(a['ci'][0], d)}, {_fmt(a['ci'][1], d)}], p {_p(a['p'])} "
+            f"(without it {_fmt(a['diff_plain'], d)}, p {_p(a['p_plain'])})")
+    if a.get("shift") is not None:
+        lo, hi = a["levels"]
+        cell += f"; {hi} minus {lo} {_fmt(a['shift'], d)} (p {_p(a['factor_p'])})"
+    else:
+        cell += f"; precision p {_p(a['factor_p'])}"
+    return cell
 
 
 _RULES = ("Verdicts at p < 0.05, with the training seed as the unit: **holds** (significant in the claimed direction), "
@@ -556,7 +613,10 @@ _RULES = ("Verdicts at p < 0.05, with the training seed as the unit: **holds** (
           "test set. *undertrained*: a run in the claim does not beat its dataset's (validation-tuned) LEAD row. "
           "*mixed precision*: the seeds compared were not all trained in one precision (`precision = \"auto\"` "
           "picks bf16 on CPUs with bf16 instructions and fp32 elsewhere); part of the difference or spread may "
-          "be the precision's. "
+          "be the precision's, so such a claim is also tested **with precision as a factor**: least squares over "
+          "the seed values with the arm and the precision (the difference with a precision shift allowed for, "
+          "its CI and p; the same model without the factor; the shift between precisions within arms and its p); "
+          "*precision-sensitive*: the verdict of that model changes when the factor is added. "
           "*test-informed*: a choice behind the claim was made with test scores (see the experiment file). "
           "Method: docs/statistics.md.")
 

@@ -62,8 +62,9 @@ def sibling_precision_note(out: Path, run: str, seed, mine: str, setting: str) -
         return None
     theirs = "; ".join(f"{seed_span(s, word=True)} in {p}" for p, s in sorted(other.items()))
     return (f"[{run}] note: this seed trains in {mine} (train.precision = \"{setting}\" here); {group} "
-            f"trained {theirs}. Findings that compare these seeds are flagged 'mixed precision'; pin "
-            f"train.precision in the profile to keep a run's seeds alike.")
+            f"trained {theirs}. Findings that compare these seeds are flagged 'mixed precision' and tested "
+            f"again with the precision as a factor; pin train.precision in the profile to keep a run's seeds "
+            f"alike.")
 
 
 @functools.cache   # the CPU does not change; autocast() is entered at every training step

@@ -449,6 +449,9 @@ def test_a_difference_hidden_by_a_precision_shift_is_flagged_precision_sensitive
     assert adj["diff"] == pytest.approx(2.0) and adj["shift"] == pytest.approx(-10.0)
     assert any(x.startswith("precision-sensitive (not shown without precision as a factor, holds with it")
                for x in j["flags"])
+    from seq2seq_zoo.report.significance import write_findings_index
+    index = write_findings_index(exp.parent).read_text()
+    assert "1 mixed precision (1 of them precision-sensitive)" in index
 
 
 def test_factor_adjusted_known_answers():

@@ -31,6 +31,21 @@ N_RESAMPLES = 9999
 RANDOM_SEED = 12345
 
 
+def verdict_of(p: float, diff: float, direction: str, alpha: float = ALPHA) -> str:
+    """'holds' (significant at ``alpha`` in the claimed direction), 'reversed' (significant the other way)
+    or 'not shown' (also for a p that could not be computed). ``direction``: '>' (A above c*B) or '<'."""
+    if not np.isfinite(p) or p >= alpha or diff == 0:
+        return "not shown"
+    return "holds" if (diff > 0) == (direction == ">") else "reversed"
+
+
+def seed_values(A, B, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-seed values of A and of c x B: each row's mean over the test examples (seeds x examples), or the
+    values themselves (one per seed)."""
+    A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
+    return A.mean(axis=1) if A.ndim == 2 else A, scale * (B.mean(axis=1) if B.ndim == 2 else B)
+
+
 def _rng() -> np.random.Generator:
     return np.random.default_rng(RANDOM_SEED)
 
@@ -63,9 +78,7 @@ class Comparison:
     def verdict(self, direction: str, alpha: float = ALPHA) -> str:
         """'holds' (significant in the claimed direction), 'reversed' (significant the other way) or
         'not shown'. ``direction``: '>' (A above c*B) or '<'."""
-        if not np.isfinite(self.p) or self.p >= alpha or self.diff == 0:
-            return "not shown"
-        return "holds" if (self.diff > 0) == (direction == ">") else "reversed"
+        return verdict_of(self.p, self.diff, direction, alpha)
 
 
 def paired_test(a, b, scale: float = 1.0, n_resamples: int = N_RESAMPLES) -> Comparison:
@@ -217,11 +230,7 @@ class SeedComparison:
     def verdict(self, direction: str, alpha: float = ALPHA) -> str:
         """'holds' / 'reversed' (significant at ``alpha`` in / against the claimed direction), 'not shown',
         or 'too few seeds' (the seed-level test cannot be computed: a trained arm with fewer than 2 seeds)."""
-        if self.too_few_seeds:
-            return "too few seeds"
-        if self.p >= alpha or self.diff == 0:
-            return "not shown"
-        return "holds" if (self.diff > 0) == (direction == ">") else "reversed"
+        return "too few seeds" if self.too_few_seeds else verdict_of(self.p, self.diff, direction, alpha)
 
 
 def _t_p(res, diff: float) -> float:
@@ -292,8 +301,7 @@ def method_test(A, B, scale: float = 1.0, fixed_a: bool = False, fixed_b: bool =
     from scipy import stats
     A = np.asarray(A, dtype=float)
     B = np.asarray(B, dtype=float)
-    ma = A.mean(axis=1) if A.ndim == 2 else A
-    mb = scale * (B.mean(axis=1) if B.ndim == 2 else B)
+    ma, mb = seed_values(A, B, scale)
     if fixed_b:
         mb = mb[:1]
         B = B[:1]
@@ -401,9 +409,7 @@ class AdjustedComparison:
     diff_plain: float = float("nan")   # arms, the one-sample t otherwise): what the factor alone changes
 
     def verdict(self, direction: str, alpha: float = ALPHA) -> str:
-        if self.p >= alpha or self.diff == 0:
-            return "not shown"
-        return "holds" if (self.diff > 0) == (direction == ">") else "reversed"
+        return verdict_of(self.p, self.diff, direction, alpha)
 
 
 def factor_adjusted(ma, mb, levels_a, levels_b=None, fixed_b: bool = False,
@@ -439,9 +445,8 @@ def factor_adjusted(ma, mb, levels_a, levels_b=None, fixed_b: bool = False,
         return "one level"
     # sum-to-zero coding: level j < k-1 -> e_j, the last level -> -1 in every column; with two levels
     # the column is +-1/2 so its coefficient is the shift from the first level to the second
-    code = np.vstack([np.eye(len(names) - 1), -np.ones(len(names) - 1)])
-    if len(names) == 2:
-        code = np.array([[-0.5], [0.5]])
+    code = (np.array([[-0.5], [0.5]]) if len(names) == 2
+            else np.vstack([np.eye(len(names) - 1), -np.ones(len(names) - 1)]))
     F = code[[names.index(x) for x in lv]]
     X = np.column_stack([np.ones(y.size)] + ([arm] if arm is not None else []) + [F])
     if np.linalg.matrix_rank(X) < X.shape[1]:

@@ -421,9 +421,7 @@ def precision_adjusted(ga: Group, gb: Group, seeds_a: list[int], seeds_b: list[i
     """The claim's seed-level difference with the training precision as a factor of the seeds
     (``stats.factor_adjusted``), for a claim whose seeds mix precisions: does the verdict survive once a
     shift between precisions is allowed for? {"why": ...} when it cannot be estimated."""
-    A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
-    ma = A.mean(axis=1) if A.ndim == 2 else A
-    mb = scale * (B.mean(axis=1) if B.ndim == 2 else B)
+    ma, mb = stats.seed_values(A, B, scale)
     if fixed_a and fixed_b:
         return {"why": "no trained side"}
     if fixed_a:      # value - B: B's seeds against the fixed value, the sign turned round
@@ -436,7 +434,7 @@ def precision_adjusted(ga: Group, gb: Group, seeds_a: list[int], seeds_b: list[i
                                   paired=paired)
     if isinstance(r, str):
         return {"why": r}
-    plain = replace(r, diff=r.diff_plain, p=r.p_plain).verdict(op)
+    plain = stats.verdict_of(r.p_plain, r.diff_plain, op)
     return {"diff": r.diff, "ci": [r.ci_low, r.ci_high], "p": r.p, "df": r.df, "factor_p": r.factor_p,
             "shift": r.shift, "levels": list(r.levels), "verdict": r.verdict(op),
             "diff_plain": r.diff_plain, "p_plain": r.p_plain, "verdict_plain": plain}

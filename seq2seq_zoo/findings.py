@@ -16,7 +16,8 @@ a decoding variant, or ``RUN@init`` for the run that RUN started from (its ``tra
 "rl > rl@init": SCST raises ROUGE-1 over its starting checkpoint). Every claim is judged with the
 training seed as the unit (Welch's t over per-seed means; a one-sample t against a deterministic
 baseline; a paired t for ``RUN@init``), per-example metrics (ROUGE, BERTScore F1, repetition, UNK ratio,
-length) over the same test examples, per-run quantities (``best_val_loss``) from one value per seed. See
+length) over the same test examples, per-run quantities (``best_val_loss``; ``best_score``, the validation
+score a run selected its checkpoint on) from one value per seed. See
 ``seq2seq_zoo.stats`` and docs/statistics.md.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 PER_EXAMPLE_METRICS = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum", "rouge1_max", "rouge2_max", "rouge3_max",
                        "rougeL_max", "rougeLsum_max", "bertscore_f1", "repetition", "unk_ratio", "pred_len")
-PER_RUN_METRICS = ("best_val_loss",)
+PER_RUN_METRICS = ("best_val_loss", "best_score")   # best_score: the validation score a run selected on
 METRICS = PER_EXAMPLE_METRICS + PER_RUN_METRICS
 FINDING_KEYS = ("claim", "metric", "source", "note", "test_informed")
 

@@ -499,3 +499,65 @@ def test_precision_factor_removes_a_confounded_shift_simulation():
         welch += sps.ttest_ind(a, b, equal_var=False).pvalue < 0.05
         adjusted += stats.factor_adjusted(a, b, la, lb).p < 0.05
     assert welch / n > 0.5 and adjusted / n < 0.09
+
+
+def _two_folders(tmp_path, dialogsum_dir):
+    """Two results folders of the same runs (as two profiles of one experiment leave them): `sys` with three
+    seeds in each, 5.1-5.3 above the lead in the first and 3.1-3.3 in the second, validation losses set."""
+    exp = _lead_experiment(tmp_path, dialogsum_dir)
+    other = tmp_path / "res2" / "sig"
+    shutil.copytree(exp, other)
+    for folder, base, losses in ((exp, 5.0, (3.90, 3.92, 3.91)), (other, 3.0, (4.00, 3.97, 4.05))):
+        _fake_seeds(folder, "sys", lambda s, base=base: base + 0.1 * s)
+        for seed, loss in zip((1, 2, 3), losses):
+            f = folder / f"sys-seed{seed}" / "record.json"
+            rec = json.loads(f.read_text())
+            rec.setdefault("train", {})["best_val_loss"] = loss
+            f.write_text(json.dumps(rec))
+    return exp, other, (3.90, 3.92, 3.91), (4.00, 3.97, 4.05)
+
+
+def test_zoo_compare_across_results_folders(tmp_path, dialogsum_dir, capsys):
+    """`zoo compare FOLDER:RUN FOLDER:RUN`: the findings' seed-level test for runs of two folders."""
+    exp, other, loss_a, loss_b = _two_folders(tmp_path, dialogsum_dir)
+    capsys.readouterr()
+    assert main(["compare", f"{exp}:sys", f"{other}:sys", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["verdict"] == "holds" and (j["n_a"], j["n_b"]) == (3, 3) and j["diff"] == pytest.approx(2.0)
+    assert j["p"] == pytest.approx(sps.ttest_ind([5.1, 5.2, 5.3], [3.1, 3.2, 3.3], equal_var=False).pvalue)
+    assert j["test"] == "Welch's t over per-seed means"
+    # a per-run quantity: one value per seed, Welch's t over them
+    assert main(["compare", f"{exp}:sys", f"{other}:sys", "--metric", "best_val_loss", "--op", "<", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["diff"] == pytest.approx(np.mean(loss_a) - np.mean(loss_b))
+    assert j["p"] == pytest.approx(sps.ttest_ind(loss_a, loss_b, equal_var=False).pvalue)
+    assert j["verdict"] == "holds"
+    # the other folder's deterministic LEAD row: a one-sample t of the seed means against it
+    assert main(["compare", f"{exp}:sys", f"{other}:lead"]) == 0
+    out = capsys.readouterr().out
+    assert "one-sample t" in out and "verdict: holds" in out and "(deterministic; seeds 1)" in out
+    assert "seeds per arm for 80% power" in out
+
+
+def test_zoo_compare_errors_name_what_to_fix(tmp_path, dialogsum_dir, capsys):
+    exp, other, _, _ = _two_folders(tmp_path, dialogsum_dir)
+    capsys.readouterr()
+    cases = [([f"{exp}:sys", f"{other}:sy"], "no run 'sy' there. Did you mean 'sys'?"),
+             ([str(exp), f"{other}:sys"], "expected FOLDER:RUN"),
+             ([f"{tmp_path}/nope:sys", f"{other}:sys"], "no such folder"),
+             ([f"{exp}:sys", f"{exp}:sys"], "the same runs"),
+             ([f"{exp}:sys", f"{other}:lead", "--metric", "best_score"], "no best_score in the records of"),
+             ([f"{exp}:sys", f"{other}:sys", "--metric", "rouge9"], "unknown")]
+    for argv, msg in cases:
+        assert main(["compare", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, (argv, err)
+    # scored on other test examples: no per-example comparison
+    for seed in (1, 2, 3):
+        for name, skip in (("scores.jsonl", 1), ("predictions.jsonl", 0)):
+            f = other / f"sys-seed{seed}" / name
+            lines = f.read_text().splitlines()
+            rows = [{**json.loads(x), "id": "other-" + str(json.loads(x)["id"])} for x in lines[skip:]]
+            f.write_text("\n".join(lines[:skip] + [json.dumps(r) for r in rows]) + "\n")
+    assert main(["compare", f"{exp}:sys", f"{other}:sys"]) == 2
+    assert "share no test examples" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import sys
 from seq2seq_zoo.errors import UserError
 from seq2seq_zoo.cli.bench import cmd_bench
 from seq2seq_zoo.cli.common import EXIT_USAGE
+from seq2seq_zoo.cli.compare import cmd_compare
 from seq2seq_zoo.cli.data import cmd_data
 from seq2seq_zoo.cli.listing import cmd_list
 from seq2seq_zoo.cli.parser import build_parser
@@ -21,7 +22,8 @@ from seq2seq_zoo.cli.summarize import cmd_summarize
 # zoo COMMAND -> the function that runs it (one module per command group)
 COMMANDS = {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
             "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench,
-            "tune": cmd_tune, "export": cmd_export, "average": cmd_average, "power": cmd_power}
+            "tune": cmd_tune, "export": cmd_export, "average": cmd_average, "power": cmd_power,
+            "compare": cmd_compare}
 
 
 def keep_freed_memory() -> bool:

@@ -89,6 +89,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "written plan that follows the table")
     _add_common(p)
 
+    p = sub.add_parser("compare", help="one seed-level comparison of two runs, of one results folder or of two",
+                       description="Judge 'A OP B' with the training seed as the unit: the test, verdict rule and "
+                                   "power figure of the declared findings (docs/statistics.md), for two runs that "
+                                   "need not share a results folder (e.g. one profile's run against another's).",
+                       epilog="Examples:\n"
+                              "  zoo compare results/cpu_long_h256/cnn_pointer:pg-cov results/cpu_long/cnn_pointer:pg-cov "
+                              "--metric best_val_loss --op '<'\n"
+                              "  zoo compare results/cpu_long_h256/cnn_pointer:pg-cov/trigram-lp4 "
+                              "results/cpu_long_h256/cnn_pointer:lead",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", metavar="A", help="FOLDER:RUN, e.g. results/cpu_long/cnn_pointer:pg-cov (RUN without -seedN; "
+                                          "RUN/DECODE for a decoding variant; RUN@init for the runs RUN started from)")
+    p.add_argument("b", metavar="B", help="FOLDER:RUN, the same form")
+    p.add_argument("--op", choices=[">", "<"], default=">", help="the claim's direction: A above (>, default) or "
+                                                                   "below (<) B")
+    p.add_argument("--metric", default="rouge1",
+                   help="per-example metric (rouge1 (default), rouge2, rougeL, repetition, ...) or per-run quantity "
+                        "(best_val_loss; best_score: the validation score a run selected on, e.g. SCST's greedy "
+                        "ROUGE-1 as a fraction)")
+    p.add_argument("--scale", type=float, default=1.0, metavar="C", help="compare A with C x B (default 1)")
+    p.add_argument("--json", action="store_true", help="print the judged comparison as JSON")
+    _debug(p)
+
     p = sub.add_parser("list", help="list registered models, datasets, metrics, schedules, objectives")
     p.add_argument("what", nargs="?", default="all",
                    choices=["all", "models", "datasets", "metrics", "schedules", "objectives"],

@@ -458,6 +458,9 @@ def judge(f: Finding, groups: list[Group]) -> dict:
     pooled: dict = {}
     if f.metric in PER_RUN_METRICS:
         A, B = np.array(ga.per_run(f.metric)), np.array(gb.per_run(f.metric))
+        if not A.size or not B.size:   # e.g. best_score of a run that selected on validation loss
+            return {**f.to_dict(), "verdict": "not run", "detail": f"no {f.metric} in the records of "
+                    f"{f.a if not A.size else f.b}"}
         seeds_a, seeds_b = ga.seeds, gb.seeds
     else:
         pa, pb = ga.per_example(f.metric), gb.per_example(f.metric)

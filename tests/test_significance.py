@@ -532,6 +532,15 @@ def test_zoo_compare_across_results_folders(tmp_path, dialogsum_dir, capsys):
     assert j["diff"] == pytest.approx(np.mean(loss_a) - np.mean(loss_b))
     assert j["p"] == pytest.approx(sps.ttest_ind(loss_a, loss_b, equal_var=False).pvalue)
     assert j["verdict"] == "holds"
+    # a seed whose record lacks the quantity is left out of that side (and of its seed list)
+    f = other / "sys-seed2" / "record.json"
+    rec = json.loads(f.read_text())
+    del rec["train"]["best_val_loss"]
+    f.write_text(json.dumps(rec))
+    assert main(["compare", f"{exp}:sys", f"{other}:sys", "--metric", "best_val_loss", "--op", "<", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["seeds"][f"{other}:sys"] == [1, 3] and j["n_b"] == 2
+    assert j["p"] == pytest.approx(sps.ttest_ind(loss_a, loss_b[::2], equal_var=False).pvalue)
     # the other folder's deterministic LEAD row: a one-sample t of the seed means against it
     assert main(["compare", f"{exp}:sys", f"{other}:lead"]) == 0
     out = capsys.readouterr().out

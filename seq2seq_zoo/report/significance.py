@@ -107,11 +107,15 @@ class Group:
         return out
 
     def per_run(self, metric: str) -> list[float]:
-        vals = []
+        return list(self.per_seed(metric).values())
+
+    def per_seed(self, metric: str) -> dict[int, float]:
+        """{seed: value} of a per-run quantity (or a run's mean score); seeds whose record lacks it are left out."""
+        vals = {}
         for r in self.rows:
             v = r["train"].get(metric) if metric in PER_RUN_METRICS else r["eval"]["scores"].get(metric)
             if v is not None:
-                vals.append(float(v))
+                vals[r["seed"]] = float(v)
         return vals
 
     def mean(self, metric: str) -> float | None:
@@ -457,11 +461,16 @@ def judge(f: Finding, groups: list[Group]) -> dict:
     paired = f.b == f"{f.a}@init" or f.a == f"{f.b}@init"
     pooled: dict = {}
     if f.metric in PER_RUN_METRICS:
-        A, B = np.array(ga.per_run(f.metric)), np.array(gb.per_run(f.metric))
-        if not A.size or not B.size:   # e.g. best_score of a run that selected on validation loss
+        va, vb = ga.per_seed(f.metric), gb.per_seed(f.metric)
+        if not va or not vb:   # e.g. best_score of a run that selected on validation loss
             return {**f.to_dict(), "verdict": "not run", "detail": f"no {f.metric} in the records of "
-                    f"{f.a if not A.size else f.b}"}
-        seeds_a, seeds_b = ga.seeds, gb.seeds
+                    f"{f.a if not va else f.b}"}
+        seeds_a, seeds_b = list(va), list(vb)
+        if paired:   # seed s against its own start
+            seeds_a = seeds_b = sorted(set(va) & set(vb))
+            if not seeds_a:
+                return {**f.to_dict(), "verdict": "not run", "detail": f"no seed with {f.metric} on both sides"}
+        A, B = np.array([va[s] for s in seeds_a]), np.array([vb[s] for s in seeds_b])
     else:
         pa, pb = ga.per_example(f.metric), gb.per_example(f.metric)
         if not pa or not pb:

@@ -60,7 +60,8 @@ def compare(side_a: str, side_b: str, op: str = ">", metric: str = "rouge1", sca
     labels = [g.label for g in groups]
     for folder, run, label in ((fa, ra, la), (fb, rb, lb)):
         if label not in labels and not (label.endswith("@init") and label.removesuffix("@init") in labels):
-            here = [x.split(":", 1)[1] for x in labels if x.startswith(f"{folder.as_posix()}:")]
+            prefix = f"{folder.as_posix()}:"   # a folder name may hold ':' (split_side splits at the last)
+            here = [x.removeprefix(prefix) for x in labels if x.startswith(prefix)]
             raise UserError(f"{folder}: no run '{run}' there.{did_you_mean(run, here)} Runs: {', '.join(here)}")
     by = {g.label: g for g in groups}
     if metric not in PER_RUN_METRICS:

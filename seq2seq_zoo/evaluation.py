@@ -41,7 +41,7 @@ from seq2seq_zoo.decode import generate
 from seq2seq_zoo.errors import ConfigError, DataError, MissingFile
 from seq2seq_zoo.inference import load_trained_run, run_spec
 from seq2seq_zoo.metrics import evaluate
-from seq2seq_zoo.names import NAME_MAX, check_name, inside
+from seq2seq_zoo.names import NAME_MAX, check_name, inside_run
 from seq2seq_zoo.models.fast.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
@@ -182,6 +182,23 @@ def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: Deco
     return (preds, block, ids) if return_ids else (preds, block)
 
 
+def validation_block(model, data: list[Encoded], vocab, spec: RunSpec, cfg: DecodeConfig, device, dtype,
+                     progress: bool = False) -> dict | None:
+    """Decode the whole validation split with ``cfg`` (the same settings the test split is decoded with)
+    and score it with the run's ROUGE settings: what the leaderboard and the headline decoding are chosen
+    on, so that no choice reads a test score. The record stores it under "validation" (split,
+    n_examples, decode, scores, settings, decode_seconds, metric_seconds). None for an empty split."""
+    if not data:
+        return None
+    t0 = time.perf_counter()
+    preds = decode_split(model, data, vocab, cfg, device, dtype, progress)
+    t1 = time.perf_counter()
+    scores, settings = evaluate(preds, [e.references for e in data], ["rouge"], stemmer=spec.eval.rouge_stemmer,
+                                rouge_unk=getattr(spec.eval, "rouge_unk", "match"))
+    return {"split": "validation", "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
+            "settings": settings, "decode_seconds": t1 - t0, "metric_seconds": time.perf_counter() - t1}
+
+
 def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_preds: list[str], vocab,
                     spec: RunSpec, cfg: DecodeConfig, shown: list[tuple[str, str]], out: Path, device, dtype,
                     progress: bool = False, train_sample: list[Encoded] | None = None,
@@ -225,19 +242,20 @@ def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_
 # ------------------------------------------------------------------------------- decoding variants
 def _load_eval_data(spec: RunSpec, vocab, data_dir: str | None, config_dir: str | None):
     """(shown examples, size of the training split, the shown training examples not in the sample, the
-    training sample, the evaluation split), encoded with the run's saved vocabulary; the same selection
-    as training (``data.splits.select_splits``)."""
+    training sample, the evaluation split, the validation split), encoded with the run's saved
+    vocabulary; the same selection as training (``data.splits.select_splits``)."""
     d = spec.data
     root = resolve_data_dir(d.dataset, data_dir, config_dir, d.options)
     tc = text_config(d)
-    splits = select_splits(spec, root, ("train", "test"))
+    splits = select_splits(spec, root, ("train", "validation", "test"))
     train, test = splits["train"], splits["test"]
     shown = pick_examples(spec, [e.id for e in train], [e.id for e in test])
     idx = train_sample_indices(len(train), spec.eval.train_sample, spec.seed)
     enc = lambda xs: encode_examples(xs, vocab, tc, d.max_src_len, d.max_tgt_len)
     in_sample = {train[i].id for i in idx}
     wanted = {i for s, i in shown if s == "train"} - in_sample
-    return shown, len(train), enc([e for e in train if e.id in wanted]), enc([train[i] for i in idx]), enc(test)
+    return (shown, len(train), enc([e for e in train if e.id in wanted]), enc([train[i] for i in idx]), enc(test),
+            enc(splits["validation"]))
 
 
 def _same(old: dict, cfg: DecodeConfig, run_rec: dict, spec: RunSpec) -> bool:
@@ -255,7 +273,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     settings: "redo" (experiment files: the file is the truth) or "error" (``zoo eval``; --force redoes)."""
     run_dir = Path(run_dir)
     for name, _ in variants:  # names are folder names: checked before anything is read or written
-        inside(run_dir / DECODES_DIR, check_name(name, f"decode name {name!r}"))
+        inside_run(run_dir, DECODES_DIR, check_name(name, f"decode name {name!r}"))
     rec_path = run_dir / "record.json"
     if not rec_path.is_file():
         raise MissingFile(f"{rec_path} not found: {run_dir} is not a finished run (train it with `zoo run`)")
@@ -303,11 +321,12 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     recorded = (run_rec.get("data") or {}).get("data_dir")
     if config_dir is None and recorded and (Path(recorded) / spec.data.dataset).is_dir():
         config_dir = recorded
-    shown, n_train, train_enc, sample, test = _load_eval_data(spec, vocab, data_dir, config_dir)
+    shown, n_train, train_enc, sample, test, valid = _load_eval_data(spec, vocab, data_dir, config_dir)
     written = []
     for name, over, cfg, order in todo:
         log(f"[{name_run}] decode '{name}': {describe(dataclasses.asdict(cfg))}")
-        out = inside(run_dir / DECODES_DIR, name)
+        out = run_dir / DECODES_DIR / name
+        inside_run(run_dir, DECODES_DIR, name)
         out.mkdir(parents=True, exist_ok=True)
         per_example: dict[str, list[float]] = {}
         preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress,
@@ -316,6 +335,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
                                 train_sample=sample, train_size=n_train)
         write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references} for e, p in zip(test, preds)])
         write_scores(out, [e.id for e in test], per_example)
+        val = validation_block(model, valid, vocab, spec, cfg, dev, dtype, progress)
         record = {"kind": "decode", "experiment": run_rec.get("experiment"), "run": name_run, "decode_name": name,
                   "order": order,
                   "overrides": over, "run_finished": run_rec.get("finished"), "checkpoint": "checkpoints/best.pt",
@@ -323,8 +343,9 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
                   "train_sample_fraction": spec.eval.train_sample,
                   "command": command or invocation(),
                   "finished": datetime.now(UTC).isoformat(timespec="seconds"), "hardware": hardware(),
-                  "eval": block, "train_sample": extra["train_sample"],
-                  "compute_seconds": block["decode_seconds"] + block["metric_seconds"] + extra["seconds"]}
+                  "eval": block, "validation": val, "train_sample": extra["train_sample"],
+                  "compute_seconds": block["decode_seconds"] + block["metric_seconds"] + extra["seconds"]
+                  + (val["decode_seconds"] + val["metric_seconds"] if val else 0.0)}
         write_record(out, record)
         sc = block["scores"]
         log(f"[{name_run}] decode '{name}' done: ROUGE-1 {sc.get('rouge1', 0):.2f} ROUGE-2 {sc.get('rouge2', 0):.2f} "
@@ -340,7 +361,7 @@ def parse_variant_arg(text: str, name: str | None) -> tuple[str, dict[str, Any]]
         name = "-".join(f"{k}{v}" for k, v in over.items())
         if not re.fullmatch(r"[\w.-]+", name):
             name = re.sub(r"[^\w.-]+", "_", name)
-        name = name.lstrip(".")[:NAME_MAX] or "variant"
+        name = name.lstrip(".").encode("utf-8")[:NAME_MAX].decode("utf-8", errors="ignore") or "variant"
     return check_name(name, "--name"), over
 
 
@@ -369,8 +390,8 @@ def tune_decoding(run_dir: str | Path, grid: list[dict[str, Any]], *, data_dir: 
                   config_dir: str | None = None, device: str | None = None, max_examples: int = 0,
                   progress: bool = False, log: Callable[[str], None] = print) -> list[dict]:
     """Decode the VALIDATION split of a finished run's best checkpoint once per grid point (decode.*
-    overrides on the run's own decoding) and score it with the run's ROUGE settings. Writes nothing.
-    Returns one row per grid point, in grid order: {"settings": overrides, "decode": full settings,
+    overrides on the run's own decoding) and score it with the run's ROUGE settings. Changes no test
+    output (``save_tune`` stores the rows). Returns one row per grid point, in grid order: {"settings": overrides, "decode": full settings,
     "n_examples", "rouge1", "rouge2", "rougeL", "pred_len"}. ``max_examples``: the first N (0 = all)."""
     from seq2seq_zoo.results import read_record
     run_dir = Path(run_dir)
@@ -415,6 +436,33 @@ def tune_decoding(run_dir: str | Path, grid: list[dict[str, Any]], *, data_dir: 
         log(f"{', '.join(f'{k}={v}' for k, v in over.items())}: ROUGE-1 {row['rouge1']:.2f}")
         rows.append(row)
     return rows
+
+
+TUNE_FILE = "tune.json"
+
+
+def save_tune(run_dir: str | Path, rows: list[dict], max_examples: int = 0) -> Path:
+    """Add the rows of ``tune_decoding`` to ``<run>/tune.json`` (a row with the same full decode settings
+    and example count replaces the older one), with the run's ``finished`` stamp: the stored grid that a
+    decoding choice can be re-checked against. Rows of a run retrained since are dropped."""
+    from seq2seq_zoo.results import read_record
+    run_dir = Path(run_dir)
+    finished = read_record(run_dir / "record.json").get("finished")
+    path = run_dir / TUNE_FILE
+    old: list[dict] = []
+    if path.is_file():
+        try:
+            got = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(got, dict) and got.get("run_finished") == finished and isinstance(got.get("rows"), list):
+                old = [r for r in got["rows"] if isinstance(r, dict)]
+        except (OSError, ValueError):
+            old = []   # a damaged grid file is replaced by the new one
+    new = [{**r, "max_examples": max_examples} for r in rows]
+    key = lambda r: (json.dumps(r.get("decode"), sort_keys=True), r.get("n_examples"))
+    fresh = {key(r) for r in new}
+    merged = [r for r in old if key(r) not in fresh] + new
+    atomic_write_json(path, {"split": "validation", "run_finished": finished, "rows": merged})
+    return path
 
 
 def tune_table(rows: list[dict], rouge_unk: str = "match") -> str:

@@ -47,6 +47,17 @@ EVAL = {
     },
 }
 
+VALIDATION = {
+    "type": ["object", "null"],
+    "description": "the run's decoding of the whole validation split and its ROUGE: what choices read",
+    "required": ["split", "n_examples", "scores", "decode"],
+    "properties": {
+        "split": _STR, "n_examples": _INT, "decode": _OBJ, "settings": _OBJ,
+        "scores": {"type": "object", "additionalProperties": _NUM},
+        "decode_seconds": _NUM, "metric_seconds": _NUM,
+    },
+}
+
 TRAIN = {
     "type": "object",
     "description": "training: curves, best checkpoint, time",
@@ -98,6 +109,7 @@ RECORD: dict[str, Any] = {
         "lr_curve": {**_LIST, "description": "[step, learning rate] pairs"},
         "train_sample": _opt(_OBJ),
         "eval": EVAL,
+        "validation": VALIDATION,
         "hardware": _OBJ,
         "wall_seconds": {**_NUM, "description": "this invocation"},
         "compute_seconds": {**_NUM, "description": "training, validation, decoding and scoring, all invocations"},
@@ -108,7 +120,8 @@ RECORD: dict[str, Any] = {
 # the keys every run record written now has (``runner.run``); the runner checks its own record
 WRITTEN = ["schema", "experiment", "run", "order", "status", "version", "code", "command", "started", "finished",
            "spec", "seed", "profile", "model", "params", "model_rules", "data", "embeddings", "init_from",
-           "baseline", "train", "lr_curve", "train_sample", "eval", "hardware", "wall_seconds", "compute_seconds"]
+           "baseline", "train", "lr_curve", "train_sample", "eval", "validation", "hardware", "wall_seconds",
+           "compute_seconds"]
 
 DECODE_RECORD: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -120,7 +133,8 @@ DECODE_RECORD: dict[str, Any] = {
         "order": _INT, "overrides": {**_OBJ, "description": "the decode.* settings changed"},
         "run_finished": _STR, "checkpoint": _STR, "best_step": _opt(_INT), "train_sample_fraction": _NUM,
         "command": _opt(_STR), "finished": _STR, "hardware": _OBJ,
-        "eval": EVAL, "train_sample": _opt(_OBJ), "compute_seconds": _NUM, "rescored": _LIST, "stale": _STR,
+        "eval": EVAL, "validation": VALIDATION, "train_sample": _opt(_OBJ), "compute_seconds": _NUM,
+        "rescored": _LIST, "stale": _STR,
     },
 }
 
@@ -153,6 +167,10 @@ def problem(record: Any, schema: dict[str, Any] | None = None, _at: str = "") ->
     """What is wrong with ``record`` under ``schema`` (default: ``schema_for(record)``), as a short phrase
     naming the dotted key ("no 'eval.scores'", "'seed' is a str"), or None. Keys that are present are
     checked against their declared type too (nested objects recursively)."""
+    if not _at:
+        found = version_problem(record)
+        if found:
+            return found
     schema = schema or schema_for(record)
     if "type" in schema and not _type_ok(record, schema["type"]):
         if not _at:
@@ -173,6 +191,21 @@ def problem(record: Any, schema: dict[str, Any] | None = None, _at: str = "") ->
             found = problem(value, sub, f"{_at}.{key}" if _at else key)
             if found:
                 return found
+    return None
+
+
+def version_problem(record: Any) -> str | None:
+    """What is wrong with a record's ``schema`` version, or None: a record written by a newer suite (a
+    version above ``VERSION``) may mean something else by the same keys, so it is not read as if current;
+    a version that is not a positive integer is damage. A record without the key predates it (version 1)."""
+    if not isinstance(record, dict) or "schema" not in record:
+        return None
+    v = record["schema"]
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        return f"'schema' is {v!r}, expected a schema version (a positive integer)"
+    if v > VERSION:
+        return (f"schema version {v} is newer than this seq2seq-zoo reads (version {VERSION}): it was written by a "
+                "newer seq2seq-zoo; upgrade to read it")
     return None
 
 

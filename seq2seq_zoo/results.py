@@ -8,7 +8,7 @@ from typing import Any
 
 from seq2seq_zoo import record_schema
 from seq2seq_zoo.names import name_problem
-from seq2seq_zoo.utils import DamagedFile, atomic_write_json, atomic_write_text, read_json, read_jsonl
+from seq2seq_zoo.utils import DamagedFile, atomic_write_json, atomic_write_text, dumps_json, read_json, read_jsonl
 
 SCHEMA = record_schema.VERSION
 SCORES_FILE = "scores.jsonl"
@@ -20,7 +20,7 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
 
 def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
     """One JSON object per example: id, prediction, references (a list), source (truncated)."""
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    text = "".join(dumps_json(r, indent=None) + "\n" for r in rows)
     atomic_write_text(Path(path) / "predictions.jsonl", text)
 
 
@@ -119,6 +119,9 @@ def read_record(path: Path) -> dict[str, Any]:
     """One run record (``.../record.json``); a truncated, empty or hand-edited one raises ``DamagedFile``."""
     path = Path(path)
     rec = read_json(path, "run record", _FIX_REC)
+    newer = record_schema.version_problem(rec)
+    if newer and "newer" in newer:   # not damage: a later version of the suite wrote it
+        raise DamagedFile(f"{path}: {newer}")
     problem = _record_problem(rec)
     if problem:
         raise DamagedFile(f"{path}: damaged run record ({problem}); {_FIX_REC}")
@@ -176,7 +179,7 @@ def write_scores(out: Path, ids: list[str], per_example: dict[str, list[float]],
     lines = []
     for j, i in enumerate(ids):
         row = {"id": i, **{k: per_example[k][j] for k in keys}}
-        lines.append(json.dumps(row, ensure_ascii=False))
+        lines.append(dumps_json(row, indent=None))
     head = json.dumps({"_meta": {"metrics": keys, "n": len(ids), **({"note": note} if note else {})}})
     atomic_write_text(Path(out) / SCORES_FILE, head + "\n" + "\n".join(lines) + ("\n" if lines else ""))
 

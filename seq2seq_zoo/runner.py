@@ -18,7 +18,7 @@ from seq2seq_zoo.data.text import tokenize, tokenize_source
 from seq2seq_zoo.data.vocab import UNK_ID, Vocab
 from seq2seq_zoo.errors import InitError
 from seq2seq_zoo.evaluation import (check_example_ids, decode_and_score, evaluate_extras, pick_examples,
-                                    teacher_forced_on)
+                                    teacher_forced_on, validation_block)
 from seq2seq_zoo.models.base import MODELS, build_model, count_parameters, model_context, model_options
 from seq2seq_zoo.names import inside
 from seq2seq_zoo.precision import autocast_dtype, precision_name, sibling_precision_note
@@ -187,13 +187,15 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         if spec.train.average_last:  # decode with the mean of the last N epochs' weights
             from seq2seq_zoo.averaging import average_run
             model.load_state_dict(load_checkpoint(average_run(out, min(spec.train.average_last, len(st.history)),
-                                                              log=log))["model"])
+                                                              log=log, force=True))["model"])
     per_example: dict[str, list[float]] = {}
     preds, block, pred_ids = decode_and_score(model, data["test"], vocab, spec, spec.decode, device, dtype,
                                               spec.eval.split, progress, return_ids=True, per_example=per_example)
     write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references}
                             for e, p in zip(data["test"], preds)])
     write_scores(out, [e.id for e in data["test"]], per_example)
+    # the same decoding on the whole validation split: what every choice between runs and decodings reads
+    val = validation_block(model, data["validation"], vocab, spec, spec.decode, device, dtype, progress)
     if baseline is None:
         _save_artifacts(model, data["test"], vocab, pred_ids, out, device, dtype, spec.data.max_tgt_len)
     # the seeded training sample (eval.train_sample) and the shown examples -> examples.json
@@ -229,12 +231,13 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps] if baseline is None else [],
         "train_sample": extra["train_sample"],
         "eval": block,
+        "validation": val,
         "hardware": hardware(),
         # this invocation only; compute_seconds sums training, validation, decoding and scoring over
         # every invocation of a resumed run (work discarded by a crash is not counted)
         "wall_seconds": time.perf_counter() - t_start,
         "compute_seconds": st.train_seconds + st.val_seconds + block["decode_seconds"] + block["metric_seconds"]
-        + extra["seconds"],
+        + extra["seconds"] + (val["decode_seconds"] + val["metric_seconds"] if val else 0.0),
     }
     # the record's schema lives in record_schema.py (the readers use it too): a key the writer forgot or
     # mistyped is a bug here, not a damaged file later

@@ -229,8 +229,21 @@ class SeedComparison:
 
     def verdict(self, direction: str, alpha: float = ALPHA) -> str:
         """'holds' / 'reversed' (significant at ``alpha`` in / against the claimed direction), 'not shown',
-        or 'too few seeds' (the seed-level test cannot be computed: a trained arm with fewer than 2 seeds)."""
-        return "too few seeds" if self.too_few_seeds else verdict_of(self.p, self.diff, direction, alpha)
+        or 'too few seeds' (the seed-level test cannot be computed: a trained arm with fewer than 2 seeds).
+        A significant test whose two-level 95% interval still holds 0 is 'not shown': the verdict needs
+        both, so the interval a table prints beside it can never contradict it (``interval_agrees``)."""
+        if self.too_few_seeds:
+            return "too few seeds"
+        v = verdict_of(self.p, self.diff, direction, alpha)
+        return v if v == "not shown" or self.interval_agrees else "not shown"
+
+    @property
+    def interval_agrees(self) -> bool:
+        """The two-level bootstrap interval excludes 0 on the side of the difference (or could not be
+        computed, e.g. two deterministic sides, where the test alone decides)."""
+        if not (np.isfinite(self.ci_low) and np.isfinite(self.ci_high)):
+            return True
+        return self.ci_low > 0 if self.diff > 0 else self.ci_high < 0
 
 
 def _t_p(res, diff: float) -> float:

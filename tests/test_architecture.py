@@ -127,7 +127,7 @@ def test_training_and_re_decoding_select_the_same_examples(dialogsum_dir):
                                        "filter_percentiles": [10, 90]},
                               "eval": {"train_sample": 0.5}})
     vocab, enc, _ = prepare_data(spec, str(dialogsum_dir), log=lambda *_: None)
-    shown, n_train, _, sample, test = _load_eval_data(spec, vocab, str(dialogsum_dir), None)
+    shown, n_train, _, sample, test, _ = _load_eval_data(spec, vocab, str(dialogsum_dir), None)
     assert n_train == len(enc["train"]) and 0 < n_train <= 9
     assert [e.id for e in test] == [e.id for e in enc["test"]] and len(test) == 2
     train_ids = {e.id for e in enc["train"]}

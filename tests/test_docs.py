@@ -116,52 +116,71 @@ def _headline_rows() -> list[list[str]]:
     return [[c.strip() for c in line.strip("|").split("|")] for line in body.splitlines()[2:]]
 
 
-def test_headline_table_matches_the_records():
-    """Every model row is the best run of its family on its dataset over the committed records, with
-    that run's mean ± sd and seed count; every LEAD row has its record's score. (The bootstrap CIs
-    are recomputed by `zoo report`, not here.)"""
+def test_headline_table_is_built_from_leaderboard_json():
+    """Every row of README's headline is a row of results/leaderboard.json (its run, decoding, mean ± sd,
+    seeds and folder), and leaderboard.json is what `zoo report` would write from the committed records."""
+    import json
     from seq2seq_zoo.report import leaderboard as lb
-    entries = lb.collect(ROOT / "results")
-    best = {(lb.DATASET_NAMES.get(e.dataset, e.dataset), lb.FAMILIES.get(e.model, e.model)): e
-            for e in lb.best_per_family(entries)}
-    rows = _headline_rows()
-    seen = set()
-    for row in rows:
-        dataset, what, score, seeds = row[0], row[1], row[2], row[3]
-        m = re.match(r"([\w-]+): `([^`]+)` \((\w+)\)", what)
-        if m:
-            family, label, model = m.groups()
-            e = best.get((dataset, family))
-            assert e is not None, f"headline row {dataset}/{family}: no such run in the records"
-            assert (e.group.label, e.model) == (label, model), f"{dataset}/{family}: best is {e.group.label}"
-            assert score == lb._score(e), f"{dataset}/{label}: {score} in README, {lb._score(e)} in the records"
-            assert seeds == str(len(e.group.rows))
-            assert f"({'results/' + e.folder}/README.md)" in row[-1]
-            seen.add((dataset, family))
-        elif what.startswith("LEAD"):
-            leads = {lb._f(e.mean()) for e in entries if e.model == "lead"
-                     and lb.DATASET_NAMES.get(e.dataset, e.dataset) == dataset}
-            assert score in leads, f"{dataset}: LEAD {score} is not a LEAD row of the records ({leads})"
-    assert seen == set(best), f"families missing from the headline: {set(best) - seen}"
+    board = json.loads((ROOT / "results" / lb.LEADERBOARD_JSON).read_text(encoding="utf-8"))
+    rows = lb.choose_rows(lb.collect(ROOT / "results"), ROOT / "results")
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("test_ci", "over_lead")} for r in rs]
+    assert strip(json.loads(lb.dumps_json(rows))) == strip(board["rows"]), "leaderboard.json is stale: run `zoo report`"
+    readme = {(r[0], r[1]): r for r in _headline_rows()}
+    for r in board["rows"]:
+        name = lb.DATASET_NAMES.get(lb._key(r), lb._key(r))
+        got = [v for (d, what), v in readme.items() if d == name and what.startswith(f"{r['family']}:")]
+        assert got, f"{name}/{r['family']}: row missing from README's headline"
+        if r["run"] is None or r["family"] == "LEAD":
+            continue
+        label = r["run"] + (f"/{r['decoding']}" if r["decoding"] else "")
+        assert f"`{label}` ({r['model']})" in got[0][1]
+        assert got[0][3] == lb._fmt_mean(r) and got[0][4] == str(r["seeds"])
+        assert f"(results/{r['folder']}/README.md)" in got[0][-1]
 
 
-def test_headline_prefers_a_mean_over_seeds_to_a_single_lucky_seed():
-    """The headline's best of a family is the best run with >= 3 seeds; a run with fewer heads the family
-    only when no run of it has 3, whatever its mean."""
+def _entry(name, scores, model="pointer_generator", val=None, decode=None, folder="exp"):
     from seq2seq_zoo.report import leaderboard as lb
     from seq2seq_zoo.report.significance import Group
+    rows = [{"run": f"{name}-seed{s}", "seed": s, "model": model, "data": {"dataset": "dialogsum"},
+             "_decode": decode or "default", "train": {}, "eval": {"scores": {"rouge1": v}}, "_scores": {},
+             **({"validation": {"n_examples": 10, "scores": {"rouge1": val[s - 1]}}} if val else {})}
+            for s, v in enumerate(scores, 1)]
+    return lb.Entry(folder, Group(name, decode, rows), None)
 
-    def entry(name, scores, model="pointer_generator"):
-        rows = [{"run": f"{name}-seed{s}", "seed": s, "model": model, "data": {"dataset": "dialogsum"},
-                 "train": {}, "eval": {"scores": {"rouge1": v}}} for s, v in enumerate(scores, 1)]
-        return lb.Entry("exp", Group(name, None, rows), None)
 
-    lucky, three, two = entry("rl", [0.40]), entry("pg", [0.37, 0.38, 0.38]), entry("cov", [0.39, 0.39])
-    (best,) = lb.best_per_family([lucky, three, two])
-    assert best is three
-    (best,) = lb.best_per_family([lucky, two])   # no run with 3 seeds: the best mean
-    assert best is lucky
-    assert [e.group.name for e in lb.best_per_family([lucky, three, entry("t", [0.1], "transformer")])] == ["pg", "t"]
+def test_rows_are_chosen_on_validation_among_runs_with_enough_seeds():
+    """The family row is the best validation mean among runs with >= 3 seeds (a run with fewer competes only
+    when no run has 3), whatever the test means; a run without a stored validation score cannot win."""
+    from seq2seq_zoo.report import leaderboard as lb
+    lucky = _entry("rl", [0.40], val=[50.0])
+    three = _entry("pg", [0.30, 0.30, 0.30], val=[40.0, 41.0, 42.0])
+    better_test = _entry("cov", [0.45, 0.45, 0.45], val=[30.0, 30.0, 30.0])
+    unscored = _entry("big", [0.99, 0.99, 0.99])
+    (row,) = [r for r in lb.choose_rows([lucky, three, better_test, unscored]) if r["family"] != "LEAD"]
+    assert (row["run"], row["validation_basis"], row["validation_mean"]) == ("pg", "decoded", 41.0)
+    assert {c["run"]: c["validation_mean"] for c in row["candidates"]} == {"rl": 50.0, "pg": 41.0, "cov": 30.0,
+                                                                          "big": None}
+    (row,) = [r for r in lb.choose_rows([lucky, _entry("two", [0.1, 0.1], val=[60.0, 60.0])])]
+    assert row["run"] == "two"                      # no run with 3 seeds: the best validation mean of all
+    (row,) = lb.choose_rows([unscored])
+    assert row["run"] is None and "validation" in row["reason"]
+
+
+def test_decoding_is_chosen_on_validation_and_a_mark_is_checked(tmp_path):
+    """A run's decoding variants compete on their stored validation scores; the experiment file's
+    headline mark is reported as agreeing, disagreeing or unverified."""
+    from seq2seq_zoo.report import leaderboard as lb
+    own = _entry("pg", [0.30] * 3, val=[40.0] * 3)
+    good = _entry("pg", [0.20] * 3, val=[45.0] * 3, decode="trigram")
+    bad = _entry("pg", [0.50] * 3, val=[39.0] * 3, decode="greedy")
+    (row,) = lb.choose_rows([own, good, bad])
+    assert (row["run"], row["decoding"]) == ("pg", "trigram")
+    assert [e.group.label for e in lb.per_run([own, good, bad])] == ["pg/trigram"]
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "experiment.json").write_text('{"experiment": "exp", "headline_decode": "greedy", '
+                                                      '"findings": []}', encoding="utf-8")
+    (row,) = lb.choose_rows([own, good, bad], tmp_path)
+    assert (row["marked_decoding"], row["mark"]) == ("greedy", "disagrees")
 
 
 def test_leaderboard_from_records(tmp_path):
@@ -188,44 +207,10 @@ def test_leaderboard_from_records(tmp_path):
     assert "-22.53" in row                          # the paired difference to LEAD-60 (47.97)
     lead = next(line for line in board.splitlines() if line.startswith("| lead60 (LEAD row)"))
     assert "47.97" in lead
+    assert (tmp_path / "results" / "leaderboard.json").is_file()
     head = readme.read_text(encoding="utf-8")
     assert "old" not in head and head.endswith("rest\n")
     assert "[inshorts_transformer](results/inshorts_transformer/README.md)" in head
-
-
-def test_headline_decoding_replaces_the_runs_own_on_the_leaderboard(tmp_path):
-    """``[[decode]] headline = true`` (noted by zoo run in experiment.json): the leaderboard and the README
-    headline take every trained run with that decoding; without it, with the run's own."""
-    import json
-    from seq2seq_zoo.report import leaderboard as lb
-    src = ROOT / "results" / "dialogsum_transformer"
-    dest = tmp_path / "results" / "dialogsum_transformer"
-    runs = [f"seed_reports-seed{s}" for s in (1, 2, 3)]
-    for run in [*runs, "lead"]:
-        (dest / run).mkdir(parents=True)
-        for name in ("record.json", "scores.jsonl"):
-            shutil.copy(src / run / name, dest / run / name)
-        if run != "lead":
-            shutil.copytree(src / run / "decodes" / "beam8_hf1", dest / run / "decodes" / "beam8_hf1")
-
-    def best():
-        (e,) = [e for e in lb.best_per_family(lb.collect(tmp_path / "results")) if e.kind == "trained"]
-        return e
-
-    def mean(path):
-        return sum(json.loads((dest / r / path).read_text(encoding="utf-8"))["eval"]["scores"]["rouge1"]
-                   for r in runs) / 3
-
-    own = best()
-    assert own.group.decode in (None, "default") and own.mean() == pytest.approx(mean("record.json"))
-    (dest / "experiment.json").write_text(json.dumps({"experiment": "dialogsum_transformer", "file": None,
-                                                      "profile": "cpu", "headline_decode": "beam8_hf1",
-                                                      "findings": []}), encoding="utf-8")
-    chosen = best()
-    assert chosen.group.decode == "beam8_hf1" and chosen.group.label == "seed_reports/beam8_hf1"
-    assert chosen.mean() == pytest.approx(mean("decodes/beam8_hf1/record.json")) != pytest.approx(own.mean())
-    assert chosen.lead is not None and chosen.lead.rows[0]["model"] == "lead"
-    assert [e.group.label for e in lb.collect(tmp_path / "results")].count("seed_reports") == 0
 
 
 # ---------------------------------------------------------------------------------- own-data example

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from seq2seq_zoo.utils.io import dumps_json
+
 import numpy as np
 
 LEAN = "lean-1"
@@ -98,7 +100,7 @@ def read_attention(path: Path) -> dict | None:
 def write_lean(path: Path, content: dict) -> None:
     """Compact JSON (no indentation: an indented table puts every number on a line of its own)."""
     from seq2seq_zoo.utils import atomic_write_text
-    atomic_write_text(path, json.dumps(content, ensure_ascii=False) + "\n")
+    atomic_write_text(path, dumps_json(content, indent=None) + "\n")
 
 
 def git_ignored(paths: list[Path]) -> set[Path]:

@@ -11,6 +11,8 @@ names other modules take from here are imported below.
 """
 from __future__ import annotations
 
+from seq2seq_zoo.utils.io import dumps_json
+
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -203,5 +205,5 @@ def judge_all(exp_dir: Path, groups: list[Group], meta_rows: list[dict]) -> list
         j.update(experiment=r0["experiment"], profile=r0.get("profile") or "full size",
                  results=str(exp_dir))
         out.append(j)
-    atomic_write_text(Path(exp_dir) / FINDINGS_FILE, json.dumps(out, indent=1) + "\n")
+    atomic_write_text(Path(exp_dir) / FINDINGS_FILE, dumps_json(out, indent=1, ensure_ascii=True) + "\n")
     return out

@@ -1,5 +1,7 @@
 """Files the suite writes and reads back: atomic writes (a kill never leaves half a file), JSON and JSON
-Lines read with a one-line error naming the damaged file and line."""
+Lines read with a one-line error naming the damaged file and line. Stored numbers must be finite: a
+``NaN``/``Infinity`` (not standard JSON; Python's ``json`` reads it by default) is refused on read, naming
+the file and line, so it never reaches a table as ``nan``."""
 from __future__ import annotations
 
 import json
@@ -54,7 +56,28 @@ def atomic_write_text(path, text: str) -> None:
 
 
 def atomic_write_json(path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default) + "\n")
+    """``obj`` as standard JSON (a non-finite number is written as null: JSON has no NaN or Infinity, and
+    readers such as ``jq`` or a browser refuse them), replacing ``path`` atomically."""
+    atomic_write_text(path, dumps_json(obj, indent=2) + "\n")
+
+
+def dumps_json(obj: Any, indent: int | None = 2, ensure_ascii: bool = False) -> str:
+    """``json.dumps`` that writes standard JSON: NaN and +-Infinity become null (the writer says why beside
+    the value where a reader needs to know); numpy numbers, paths and tensors as plain values."""
+    return json.dumps(finite(obj), indent=indent, ensure_ascii=ensure_ascii, default=_json_default, allow_nan=False)
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, +-Infinity, numpy's too) replaced by None."""
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite(obj.tolist())
+    return obj
 
 
 def _json_default(o):
@@ -67,6 +90,36 @@ def _json_default(o):
     if isinstance(o, torch.Tensor):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if x != x or x in (float("inf"), float("-inf")):   # e.g. 1e999, which float() reads as inf
+        raise _NonFinite(text)
+    return x
+
+
+def _loads(text: str):
+    """``json.loads`` that refuses ``NaN``, ``Infinity``, ``-Infinity`` and numbers too large for a float
+    such as ``1e999`` (raises ``_NonFinite``)."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def _line_of(text: str, name: str) -> int:
+    """The 1-based line of the first bare ``name`` (NaN, Infinity, -Infinity) outside strings, best effort."""
+    import re
+    for n, line in enumerate(text.splitlines(), 1):
+        if re.search(rf'(?<![\w"]){re.escape(name.lstrip("-"))}(?![\w"])', re.sub(r'"(?:[^"\\]|\\.)*"', '""', line)):
+            return n
+    return 1
 
 
 def read_json(path, what: str, fix: str = "delete it and re-run the command that wrote it"):
@@ -82,27 +135,34 @@ def read_json(path, what: str, fix: str = "delete it and re-run the command that
     if not text.strip():
         raise DamagedFile(f"{path}: empty {what} (a write that never finished?); {fix}")
     try:
-        return json.loads(text)
+        return _loads(text)
+    except _NonFinite as e:
+        n = _line_of(text, str(e))
+        raise DamagedFile(f"{path}:{n}: damaged {what} (a non-finite number, {e}, where JSON allows only finite "
+                          f"numbers or null); {fix}") from None
     except json.JSONDecodeError as e:
         raise DamagedFile(f"{path}:{e.lineno}: damaged {what} (truncated or edited by hand: {e.msg}, line {e.lineno} "
                           f"column {e.colno}); {fix}") from None
 
 
 def read_jsonl(path, what: str, required: tuple[str, ...] = (), fix: str = "delete it and re-run the command "
-               "that wrote it") -> list[dict]:
+               "that wrote it", data: bytes | None = None) -> list[dict]:
     """A JSON Lines file the suite wrote: one object per line, each with the ``required`` keys; a bad line
-    raises ``DamagedFile`` naming ``file:line``."""
+    raises ``DamagedFile`` naming ``file:line``. ``data``: the file's bytes when already read."""
     path = Path(path)
     rows = []
     try:
-        raw = path.read_bytes()
+        raw = path.read_bytes() if data is None else data
     except IsADirectoryError:
         raise DamagedFile(f"{path}: is a folder, expected a {what} file") from None
     for n, line in enumerate(raw.split(b"\n"), 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line.decode("utf-8"))
+            obj = _loads(line.decode("utf-8"))
+        except _NonFinite as e:
+            raise DamagedFile(f"{path}:{n}: damaged {what} line (a non-finite number, {e}, where JSON allows only "
+                              f"finite numbers or null); {fix}") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             why = e.msg if isinstance(e, json.JSONDecodeError) else "bytes that are not UTF-8"
             raise DamagedFile(f"{path}:{n}: damaged {what} line (truncated or edited by hand: {why}); {fix}") from None
@@ -114,3 +174,39 @@ def read_jsonl(path, what: str, required: tuple[str, ...] = (), fix: str = "dele
             raise DamagedFile(f"{path}:{n}: damaged {what} line (no {', '.join(missing)}); {fix}")
         rows.append(obj)
     return rows
+
+
+def run_folder_of(path: str | os.PathLike) -> Path | None:
+    """The run folder that ``path`` is or lies in (symbolic links resolved): the nearest folder, ``path``
+    itself or above it, holding a ``record.json`` or a ``checkpoints/`` with a run's ``spec.json`` or
+    ``vocab.json``; None when there is none."""
+    real = Path(path).resolve()
+    for d in (real, *real.parents):
+        if (d / "record.json").is_file() or (d / "checkpoints" / "spec.json").is_file() \
+                or (d / "checkpoints" / "vocab.json").is_file():
+            return d
+    return None
+
+
+def check_output(out: str | os.PathLike, inputs=(), what: str = "--output") -> Path:
+    """The guard of a file or folder a command writes at a path the user chose (``zoo summarize --output``,
+    ``zoo export OUT``): after resolving symbolic links, it may not be one of the command's ``inputs`` nor
+    lie inside an input folder, and it may not be, or lie inside, a run folder (whose files only ``zoo run``
+    and ``zoo eval`` write). Refused with ``UnsafePath`` before anything is read or written; returns ``out``."""
+    from seq2seq_zoo.errors import UnsafePath
+    out = Path(out)
+    real = out.resolve()
+    for i in inputs:
+        if i is None or str(i) == "-":
+            continue
+        real_in = Path(i).resolve()
+        if real == real_in:
+            raise UnsafePath(f"{out}: {what} is also an input of this command ({i}); writing it would replace what "
+                             "is being read: choose another path")
+        if real_in.is_dir() and real.is_relative_to(real_in):
+            raise UnsafePath(f"{out}: {what} lies inside {i}, an input of this command; choose a path outside it")
+    run = run_folder_of(out)
+    if run is not None:
+        raise UnsafePath(f"{out}: {what} lies inside the run folder {run} (a run's files are written by `zoo run` "
+                         "and `zoo eval` only); choose a path outside it")
+    return out

@@ -1,0 +1,120 @@
+"""Rows are chosen on stored validation scores: a run and every decoding variant store their validation
+ROUGE, `zoo tune` stores its grid, and perturbing every test score of a results tree changes no chosen row."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from conftest import run_cli, trained_tiny_experiment
+from seq2seq_zoo.report import leaderboard as lb
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _perturb_test_scores(root: Path, seed: int = 0) -> int:
+    """Add noise to every stored test score under ``root`` (record means and per-example scores of runs and
+    decoding variants); returns the number of files changed."""
+    rng = np.random.default_rng(seed)
+    changed = 0
+    for rec in root.rglob("record.json"):
+        r = json.loads(rec.read_text(encoding="utf-8"))
+        r["eval"]["scores"] = {k: v + float(rng.normal(0, 5)) for k, v in r["eval"]["scores"].items()}
+        rec.write_text(json.dumps(r), encoding="utf-8")
+        changed += 1
+        sc = rec.parent / "scores.jsonl"
+        if sc.is_file():
+            lines = sc.read_text(encoding="utf-8").splitlines()
+            out = [lines[0]] + [json.dumps({k: (v + float(rng.normal(0, 0.2)) if isinstance(v, float) else v)
+                                            for k, v in json.loads(x).items()}) for x in lines[1:]]
+            sc.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return changed
+
+
+def _chosen(root: Path) -> list[tuple]:
+    return [(r["dataset"], r["task"], r["family"], r["folder"], r["run"], r["decoding"], r["validation_mean"])
+            for r in lb.choose_rows(lb.collect(root), root)]
+
+
+def _copy_committed(dest: Path, folders: list[str]) -> None:
+    """The records, per-example scores, decoding variants and experiment.json of committed folders."""
+    for f in folders:
+        src = ROOT / "results" / f
+        for p in src.rglob("*"):
+            if p.is_file() and p.name in ("record.json", "scores.jsonl", "experiment.json"):
+                q = dest / f / p.relative_to(src)
+                q.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(p, q)
+
+
+def test_perturbed_test_scores_change_no_chosen_row_of_the_committed_results(tmp_path):
+    root = tmp_path / "results"
+    _copy_committed(root, ["scst", "cpu_long/cnn_pointer", "rnn_progression"])
+    before = _chosen(root)
+    assert any(run for *_, run, _, _ in [(c[:4], c[4], c[5], c[6]) for c in before])
+    tests_before = {(r["family"], r["dataset"]): r["test_mean"] for r in json.loads(lb.dumps_json(
+        lb.choose_rows(lb.collect(root), root)))}
+    assert _perturb_test_scores(root) > 20
+    rows = lb.choose_rows(lb.collect(root), root)
+    assert _chosen(root) == before
+    moved = [r for r in rows if r["test_mean"] is not None and r["family"] != "LEAD"
+             and abs(r["test_mean"] - tests_before[(r["family"], r["dataset"])]) > 1e-9]
+    assert moved, "the perturbation did not reach the test means"
+
+
+def test_runs_and_variants_store_validation_and_the_choice_reads_it(tmp_path):
+    """End to end on a tiny experiment: records and decoding variants hold the whole validation split's ROUGE
+    with their own decoding; the chosen row is the validation winner and survives perturbed test scores;
+    `zoo tune` stores its grid in the run's tune.json."""
+    runs = ('[[runs]]\nname = "a"\n\n[[runs]]\nname = "b"\nd_model = 24\n\n'
+            '[[decode]]\nname = "greedy"\nmethod = "greedy"\n')
+    data_dir, toml, results = trained_tiny_experiment(tmp_path, "sel", runs.replace("[[runs]]", "[[runs]]", 2))
+    rec = json.loads((results / "sel" / "a-seed1" / "record.json").read_text(encoding="utf-8"))
+    val = rec["validation"]
+    assert val["split"] == "validation" and val["n_examples"] == 4 and val["decode"] == rec["eval"]["decode"]
+    assert 0.0 <= val["scores"]["rouge1"] <= 100.0
+    var = json.loads((results / "sel" / "a-seed1" / "decodes" / "greedy" / "record.json").read_text(encoding="utf-8"))
+    assert var["validation"]["decode"]["method"] == "greedy" and var["validation"]["n_examples"] == 4
+    rows = lb.choose_rows(lb.collect(results), results)
+    (row,) = [r for r in rows if r["family"] == "Transformer"]
+    assert row["validation_basis"] == "decoded"
+    cands = {(c["run"], c["decoding"]): c["validation_mean"] for c in row["candidates"]}
+    assert len(cands) == 4 and all(v is not None for v in cands.values())
+    assert row["validation_mean"] == max(cands.values())
+    before = _chosen(results)
+    _perturb_test_scores(results, seed=1)
+    assert _chosen(results) == before
+    # zoo tune: the grid is stored with the run; trying a setting again replaces its row
+    run_dir = results / "sel" / "b-seed1"
+    for _ in range(2):
+        assert run_cli(["tune", str(run_dir), "--grid", "beam_size=1,2", "--data-dir", str(data_dir),
+                        "--no-progress"]) == 0
+    grid = json.loads((run_dir / "tune.json").read_text(encoding="utf-8"))
+    assert grid["split"] == "validation" and len(grid["rows"]) == 2
+    assert {r["decode"]["beam_size"] for r in grid["rows"]} == {1, 2}
+
+
+def test_written_json_is_standard(tmp_path):
+    """NaN and Infinity are written as null: Python's reader with NaN refused accepts every file."""
+    from seq2seq_zoo.utils import atomic_write_json
+    atomic_write_json(tmp_path / "x.json", {"a": float("nan"), "b": [np.float64("inf"), 1.5], "c": np.nan})
+    got = json.loads((tmp_path / "x.json").read_text(encoding="utf-8"),
+                     parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert got == {"a": None, "b": [None, 1.5], "c": None}
+
+
+def test_no_committed_json_holds_nan():
+    import subprocess
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "*.json"], capture_output=True, text=True)
+    if listed.returncode != 0:
+        return   # not a git checkout: the files are checked where the repository is
+    bad = []
+    for name in listed.stdout.split():
+        try:
+            json.loads((ROOT / name).read_text(encoding="utf-8"), parse_constant=lambda c: (_ for _ in ()).throw(
+                ValueError(c)))
+        except ValueError as e:
+            bad.append(f"{name}: {e}")
+    assert not bad, "non-standard JSON (NaN/Infinity): " + "; ".join(bad[:5])

@@ -96,6 +96,14 @@ class Preempted(KeyboardInterrupt):
 EXIT_PREEMPTED = 128 + 15  # what a shell reports for a process ended by SIGTERM; requeue scripts test it
 
 
+class BadExport(UserError, ValueError):
+    """A folder given to ``Summarizer.from_pretrained`` (or ``zoo summarize``) that is not a whole, consistent
+    folder written by ``zoo export``: a file missing, damaged or of the wrong shape, a weights file that is not
+    safetensors or is cut short, a configuration whose shapes do not match the weights, a vocabulary of the
+    wrong size or with repeated words, sizes out of bounds. Raised before any tensor is allocated; the
+    message names the file and what does not fit."""
+
+
 class UnsafePath(UserError, ValueError):
     """A path the suite was about to write that would land outside its results folder (a name such as
     ``..``, a path separator in a name, a symbolic link pointing elsewhere); nothing was written."""

@@ -35,8 +35,25 @@ def run_spec(run_dir: str | Path, record: dict | None = None) -> RunSpec:
         return read_spec(spec_path)  # a damaged one raises DamagedFile naming it
     if record is not None and "spec" in record:
         return RunSpec.from_dict(record["spec"])
+    not_a_run(run_dir)
     raise MissingFile(f"{spec_path} not found: {run_dir} has no trained run here (checkpoints are not committed "
                       "to git); train it with `zoo run` first")
+
+
+def not_a_run(path: str | Path) -> None:
+    """``MissingFile`` when ``path`` is not a run folder at all (missing, or an experiment's results folder:
+    it names the runs there), so that the user is not told to train a run that is not one."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingFile(f"{path}: no such folder (give a run folder, e.g. results/smoke/tiny)")
+    if (path / "record.json").is_file() or (path / "checkpoints").is_dir():
+        return
+    runs = sorted(p.parent.name for p in path.glob("*/record.json"))
+    if runs:
+        raise MissingFile(f"{path}: not a run but a results folder of {len(runs)} run(s); give one of them: "
+                          f"{', '.join(str(path / r) for r in runs[:5])}{' ...' if len(runs) > 5 else ''}")
+    raise MissingFile(f"{path}: not a run folder (it has no record.json and no checkpoints/); give a run folder "
+                      "(e.g. results/smoke/tiny) or a folder written by `zoo export`")
 
 
 def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
@@ -73,6 +90,10 @@ def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: 
                      record: dict | None = None) -> TrainedRun:
     """A trained run's spec, vocabulary and model with the weights of ``checkpoints/<checkpoint>``.
     ``purpose`` names the command in the message when a file is missing."""
+    not_a_run(run_dir)
+    from seq2seq_zoo.names import name_problem
+    if name_problem(checkpoint):   # a file name in checkpoints/, never a path elsewhere
+        raise MissingFile(f"--checkpoint {checkpoint!r}: not a checkpoint name (best.pt, last.pt, averaged.pt)")
     ck = _checkpoint_dir(Path(run_dir), record)
     for f in ("vocab.json", checkpoint):
         if not (ck / f).is_file():
@@ -110,8 +131,8 @@ class Summarizer:
     @classmethod
     def load(cls, path: str | Path, checkpoint: str = "best.pt") -> "Summarizer":
         """An exported folder (it has ``config.json``) or a run folder."""
-        from seq2seq_zoo.exported import CONFIG_FILE
-        if (Path(path) / CONFIG_FILE).is_file():
+        from seq2seq_zoo.exported import CONFIG_FILE, WEIGHTS_FILE
+        if (Path(path) / CONFIG_FILE).is_file() or (Path(path) / WEIGHTS_FILE).is_file():
             return cls.from_pretrained(path)
         return cls.from_run(path, checkpoint)
 
@@ -124,8 +145,18 @@ class Summarizer:
                        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [""], text)
 
     def _decode_cfg(self, beam_size, max_len):
-        return dataclasses.replace(self.spec.decode, **{k: v for k, v in
-                                   {"beam_size": beam_size, "max_len": max_len}.items() if v is not None})
+        """The run's decode settings with ``beam_size``/``max_len`` changed, checked by the experiment
+        file's rules (types, ranges, at most the longest target the model is built for) before any work."""
+        from seq2seq_zoo.config.schema import DecodeConfig, decode_too_long
+        from seq2seq_zoo.config.values import _build
+        from seq2seq_zoo.errors import ConfigError
+        over = {k: v for k, v in {"beam_size": beam_size, "max_len": max_len}.items() if v is not None}
+        _build(DecodeConfig, over, "decode", "<arguments>")
+        cfg = dataclasses.replace(self.spec.decode, **over)
+        too_long = decode_too_long(cfg, self.spec.data)
+        if too_long:
+            raise ConfigError(f"max_len: {too_long}")
+        return cfg
 
     @torch.no_grad()
     def __call__(self, text: str, beam_size: int | None = None, max_len: int | None = None) -> str:

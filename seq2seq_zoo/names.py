@@ -3,7 +3,8 @@
 Experiment, run, decoding-variant and archive member names become folder names under a results folder, so
 every one of them obeys one rule (:func:`name_problem`): letters, digits, ``_``, ``.`` and ``-`` only (so no
 path separator), not starting with a dot (so never ``.`` or ``..`` and never a hidden file), at most
-``NAME_MAX`` characters. Every writer then builds its paths with :func:`inside`, which checks that the path
+``NAME_MAX`` bytes in UTF-8 (filesystems limit a name to 255 bytes, not characters: a name of 100
+four-byte letters would not fit once a seed suffix or a temporary-file prefix is added). Every writer then builds its paths with :func:`inside`, which checks that the path
 resolves (symbolic links followed) inside the folder it belongs to before anything is written.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from seq2seq_zoo.errors import ConfigError, UnsafePath
 
 NAME_MAX = 100
-NAME_RULE = f"a plain name (letters, digits, _ . -; not starting with a dot; at most {NAME_MAX} characters)"
+NAME_RULE = f"a plain name (letters, digits, _ . -; not starting with a dot; at most {NAME_MAX} bytes in UTF-8)"
 _NAME = re.compile(r"[\w-][\w.-]*")
 
 
@@ -28,8 +29,9 @@ def name_problem(name) -> str | None:
         return f"{name!r} is a path, not a name"
     if name.startswith("."):
         return f"{name!r} starts with a dot"
-    if len(name) > NAME_MAX:
-        return f"{name[:20]!r}... is {len(name)} characters long"
+    if len(name.encode("utf-8", errors="surrogatepass")) > NAME_MAX:
+        size = len(name.encode("utf-8", errors="surrogatepass"))
+        return f"{name[:20]!r}... is {size} bytes long in UTF-8 ({len(name)} characters)"
     if not _NAME.fullmatch(name):
         bad = next(c for c in name if not re.fullmatch(r"[\w.-]", c))
         return f"{name!r} holds {bad!r}"
@@ -61,4 +63,17 @@ def inside(root: str | Path, *parts: str) -> Path:
     if real != real_root and not real.is_relative_to(real_root):
         raise UnsafePath(f"{path}: resolves to {real}, outside {root}; nothing was written (a name must be "
                          f"{NAME_RULE})")
+    return path
+
+
+def inside_run(run_dir: str | Path, *parts: str) -> Path:
+    """``run_dir / parts``, a file or folder of a run (``<results>/<experiment>/<run>/...``), checked with
+    :func:`inside` twice: against the run folder, so that a link inside the run (a ``decodes`` folder linked
+    elsewhere) cannot lead out of it, and against the results folder two levels up, so that the links are
+    resolved against the results root and not only the immediate folder (a run folder that is itself a
+    link to a place outside the results). ``UnsafePath`` and nothing is written when either fails."""
+    run_dir = Path(run_dir).absolute()
+    path = inside(run_dir, *parts)
+    root = run_dir.parent.parent
+    inside(root, *run_dir.relative_to(root).parts, *parts)
     return path

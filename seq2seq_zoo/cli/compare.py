@@ -48,6 +48,8 @@ def compare(side_a: str, side_b: str, op: str = ">", metric: str = "rouge1", sca
     from seq2seq_zoo.report import significance
     if metric not in METRICS:
         raise UserError(f"--metric {metric}: unknown.{did_you_mean(metric, METRICS)} Known: {', '.join(METRICS)}")
+    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise UserError(f"--scale {scale}: expected a finite number above 0 (A is compared with scale x B)")
     (fa, ra), (fb, rb) = split_side(side_a), split_side(side_b)
     if (fa.resolve(), ra) == (fb.resolve(), rb):
         raise UserError(f"{side_a} and {side_b} are the same runs")
@@ -72,10 +74,35 @@ def compare(side_a: str, side_b: str, op: str = ">", metric: str = "rouge1", sca
             if ids_a and ids_b and not ids_a & ids_b:
                 raise UserError(f"{side_a} and {side_b} share no test examples (their ids differ): they were "
                                 "scored on different test sets, so a per-example comparison is not defined")
+            _same_references(side_a, ga, side_b, gb)
     j = significance.judge(Finding(f"{la} {op} {lb}", la, lb, op, metric, scale), groups)
     if j["verdict"] == "not run":
         raise UserError(j["detail"])
     return j
+
+
+def _same_references(side_a: str, ga, side_b: str, gb) -> None:
+    """Two groups scored against one reference set: the same dataset and split, and for every example id
+    both hold, the same reference summaries (read from each side's first predictions.jsonl); else
+    ``UserError``: scores against different references cannot be compared."""
+    from seq2seq_zoo.report.groups import row_dir
+    from seq2seq_zoo.results import read_predictions
+    ra, rb = ga.rows[0], gb.rows[0]
+    where = [(r.get("data", {}).get("dataset"), r.get("eval", {}).get("split")) for r in (ra, rb)]
+    if where[0] != where[1]:
+        raise UserError(f"{side_a} is scored on {where[0][0]} {where[0][1]}, {side_b} on {where[1][0]} "
+                        f"{where[1][1]}: different reference sets, so there is no comparison to make")
+    refs = []
+    for r in (ra, rb):
+        d = Path(row_dir(r))
+        refs.append({str(p["id"]): p["references"] for p in read_predictions(d)}
+                    if (d / "predictions.jsonl").is_file() else None)
+    if refs[0] is not None and refs[1] is not None:
+        differ = next((i for i in refs[0] if i in refs[1] and refs[0][i] != refs[1][i]), None)
+        if differ is not None:
+            raise UserError(f"{side_a} and {side_b} were scored against different reference summaries (example "
+                            f"{differ!r} differs, e.g. another data version or text settings); there is no "
+                            "comparison to make")
 
 
 def report_lines(j: dict) -> list[str]:

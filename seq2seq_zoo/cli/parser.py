@@ -151,7 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", help="a run folder (e.g. results/smoke/tiny) or a folder written by `zoo export`")
     p.add_argument("--file", help="input text file (default: stdin)")
     p.add_argument("--input", metavar="FILE", help="many texts: a .jsonl file or plain lines ('-': stdin)")
-    p.add_argument("--output", metavar="FILE", help="with --input: where the jsonl goes (default: stdout)")
+    p.add_argument("--output", metavar="FILE", help="with --input: where the jsonl goes (default: stdout); never "
+                                                    "the input, nor a file inside a run folder")
+    p.add_argument("--force", action="store_true", help="with --output: replace a file that is not a file of "
+                                                         "summaries this command wrote")
     p.add_argument("--field", help="with --input: the JSON key holding the text (default: the first of text, "
                                    "source, dialogue, document that is present)")
     p.add_argument("--batch-size", type=_positive_int, default=16, help="texts per batch (default: 16)")
@@ -164,8 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write a trained run as a self-contained model folder (safetensors, "
                                       "config, vocabulary, model card)")
     p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
-    p.add_argument("out", help="the folder to write (new or empty, or an earlier export)")
+    p.add_argument("out", help="the folder to write (new or empty, or an earlier export); written beside it "
+                               "and swapped in whole")
     p.add_argument("--checkpoint", default="best.pt", help="best.pt (default), last.pt or averaged.pt")
+    p.add_argument("--force", action="store_true", help="write into a folder that holds other files: the "
+                                                         "export's files are replaced, the others kept")
     _debug(p)
 
     p = sub.add_parser("average", help="average the weights of a run's last N epoch checkpoints",
@@ -175,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", help="a run folder, e.g. results/smoke/tiny")
     p.add_argument("--last", type=_positive_int, required=True, metavar="N",
                    help="how many of the last epoch checkpoints to average (at most train.average_last)")
+    p.add_argument("--force", action="store_true", help="replace an averaged.pt that holds the mean of other "
+                                                         "checkpoints (the weights the run was scored with)")
     _debug(p)
 
     p = sub.add_parser("params", help="trainable parameters per component for every run of an experiment",

@@ -24,10 +24,7 @@ def cmd_power(args) -> int:
         exp = f.parent.relative_to(root).as_posix()
         if exp.startswith(ARCHIVE):
             continue
-        try:
-            judged = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            raise UserError(f"{f}: damaged findings file; run `zoo report {exp}` to rewrite it") from None
+        judged = read_judged(f, f"run `zoo report {exp}` to rewrite it")
         for j in judged:
             pw = j.get("power") or {}
             sd, eff = pw.get("seed_sd"), pw.get("effect")
@@ -59,6 +56,29 @@ def cmd_power(args) -> int:
             print(write_seed_plan_notes(root / exp / "NOTES.md", [r for r in plan if r["experiment"] == exp],
                                         args.power, stats.ALPHA, out.as_posix()))
     return 0
+
+
+def read_judged(path, fix: str) -> list[dict]:
+    """A findings.json as ``zoo power`` reads it: the findings' shape (results.SCHEMAS), finite numbers
+    (utils.io), and the keys the plan uses: ``power`` an object (or null) whose ``effect`` and ``seed_sd`` are
+    numbers or null, ``n_a``/``n_b`` whole numbers or null. Anything else is ``DamagedFile`` naming the file
+    and the finding."""
+    from seq2seq_zoo.errors import DamagedFile
+    from seq2seq_zoo.results import read_checked
+    judged = read_checked(path, fix, kind="findings.json")
+
+    def number(x, whole=False):
+        return x is None or (isinstance(x, int if whole else (int, float)) and not isinstance(x, bool))
+    for i, j in enumerate(judged):
+        pw = j.get("power")
+        bad = ("'power' is not an object" if pw is not None and not isinstance(pw, dict) else
+               "'power.effect' or 'power.seed_sd' is not a number" if isinstance(pw, dict) and not (
+                   number(pw.get("effect")) and number(pw.get("seed_sd"))) else
+               "'n_a' or 'n_b' is not a whole number" if not (number(j.get("n_a"), True)
+                                                              and number(j.get("n_b"), True)) else None)
+        if bad:
+            raise DamagedFile(f"{path}: damaged findings file (finding {i}, {j['claim'][:60]!r}: {bad}); {fix}")
+    return judged
 
 
 SECTION = "## Seed plan"

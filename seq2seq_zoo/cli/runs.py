@@ -197,14 +197,14 @@ def cmd_export(args) -> int:
     from seq2seq_zoo.export import export_run
     _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
     _kind(args.out, "dir", "the export folder")
-    export_run(args.run_dir, args.out, checkpoint=args.checkpoint)
+    export_run(args.run_dir, args.out, checkpoint=args.checkpoint, force=args.force)
     return 0
 
 
 def cmd_average(args) -> int:
     from seq2seq_zoo.averaging import average_run
     _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
-    average_run(Path(args.run_dir), args.last)
+    average_run(Path(args.run_dir), args.last, force=args.force)
     return 0
 
 

@@ -25,17 +25,38 @@ def cmd_summarize(args) -> int:
                             "with no trained model to summarise with; give a trained run of the experiment instead "
                             "(its tables list them)")
     if args.input:
+        if args.output:   # never over its own input, the run or another run's files (before any work)
+            from seq2seq_zoo.utils.io import check_output
+            check_output(args.output, inputs=[args.input, args.run_dir, args.file])
+            _kind(args.output, "file", "--output")
+            if Path(args.output).exists() and not args.force and not _is_summaries(Path(args.output)):
+                raise UserError(f"{args.output}: exists and is not a file of summaries this command wrote; "
+                                "--force replaces it (or give a new path)")
         return _summarize_many(args)
     if args.output:
         raise UserError("--output goes with --input (many texts, one per line)")
+    s = Summarizer.load(args.run_dir, args.checkpoint)   # a bad model folder is named before stdin is read
     raw = Path(args.file).read_bytes() if args.file else sys.stdin.buffer.read()
     text = raw.decode("utf-8", errors="replace")
-    s = Summarizer.load(args.run_dir, args.checkpoint)
     print(s(text, beam_size=args.beam_size, max_len=args.max_len))
     return 0
 
 
 _TEXT_FIELDS = ("text", "source", "dialogue", "document")
+
+
+def _is_summaries(path: Path) -> bool:
+    """Whether ``path`` is empty or holds only lines {"id", "summary"} (what --output writes)."""
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    obj = json.loads(line)
+                    if not isinstance(obj, dict) or set(obj) != {"id", "summary"}:
+                        return False
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _summarize_many(args) -> int:

@@ -254,6 +254,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else [{}]
     specs: list[RunSpec] = []
     seen: set[str] = set()
+    planned: dict[str, str] = {}   # run folder name -> the runs[i] entry that plans it (one folder, one run)
     groups: list[str] = []   # run names before the -seedN suffix (what [[findings]] claims name)
     for i, run in enumerate(runs):
         if not isinstance(run, dict):
@@ -279,6 +280,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             if run["name"] in seen:
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{run['name']}'; run names must be unique")
             seen.add(run["name"])
+            _plan_folder(ctx, planned, run["name"], f"runs[{i}]")
             merged = _merge({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
             merged.setdefault("description", exp.get("description", ""))
             seed = run.get("seed", run.get("seeds", seeds)[0])
@@ -299,6 +301,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 if name_problem(full):  # a grid value or a seed suffix makes the folder name
                     raise ctx.fail(f"runs[{i}].name", f"run name {full!r} (with its grid and seed suffixes): "
                                    f"{name_problem(full)}; it must be {NAME_RULE}")
+                _plan_folder(ctx, planned, full, f"runs[{i}]")
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
@@ -310,6 +313,16 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                       description=exp.get("description", ""), profile=profile, raw=raw, decodes=decodes,
                       findings=findings)
     return select_runs(full, only) if only else full
+
+
+def _plan_folder(ctx: _Where, planned: dict[str, str], folder: str, entry: str) -> None:
+    """Two runs planned into one folder (``a`` with seeds 1 and 2 makes ``a-seed1``, which another run may
+    be named) would write over each other: refused before anything is read or trained."""
+    if folder in planned:
+        other = planned[folder]
+        raise ctx.fail(f"{entry}.name", f"run folder '{folder}' is planned twice ({other} and {entry}, with their "
+                       "seed and grid suffixes); rename one of the runs")
+    planned[folder] = entry
 
 
 def _seed_list(ctx: _Where, key: str, seeds) -> list[int]:

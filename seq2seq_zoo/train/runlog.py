@@ -20,6 +20,8 @@ import json
 import time
 from pathlib import Path
 
+from seq2seq_zoo.utils.io import dumps_json
+
 LOG_DIR = "logs"
 LOG_FILE = "train_log.jsonl"
 TB_DIR = "tensorboard"
@@ -43,7 +45,9 @@ class RunLogger:
         self.dir = Path(run_dir) / LOG_DIR
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / LOG_FILE
-        self._f = open(self.path, "a", encoding="utf-8")
+        # a run that starts from update 0 (a new run, ``--force``, or one killed before its first
+        # checkpoint) starts a new log; a resumed one appends after the rows it already wrote
+        self._f = open(self.path, "a" if step else "w", encoding="utf-8")
         self.t0 = time.time()
         self.tb = None
         if tensorboard:
@@ -52,7 +56,7 @@ class RunLogger:
                 log(why)
 
     def _write(self, row: dict) -> None:
-        self._f.write(json.dumps(row) + "\n")
+        self._f.write(dumps_json(row, indent=None, ensure_ascii=True) + "\n")
         self._f.flush()
 
     def update(self, step: int, epoch: int, loss: float, lr: float, grad_norm: float | None,
@@ -93,9 +97,15 @@ class RunLogger:
 
 def read_log(run_dir: Path, kind: str | None = None) -> list[dict]:
     """The rows of ``run_dir/logs/train_log.jsonl`` (of one ``kind``); a resumed run's rows after its last
-    checkpoint appear twice, the later ones win when plotted by step."""
+    checkpoint appear twice, the later ones win when plotted by step. A last line without its newline is
+    the row being written when the process was killed: it is left out. Any other line that is not a JSON
+    object (cut, edited, non-finite numbers) raises ``DamagedFile`` naming ``file:line``."""
+    from seq2seq_zoo.utils.io import read_jsonl
     path = Path(run_dir) / LOG_DIR / LOG_FILE
     if not path.is_file():
         return []
-    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    raw = path.read_bytes()
+    whole = raw[: raw.rfind(b"\n") + 1]   # without a cut last line
+    rows = read_jsonl(path, "training log", fix="delete the file (the next `zoo run --force` writes it anew)",
+                      data=whole)
     return [r for r in rows if kind is None or r.get("kind") == kind]

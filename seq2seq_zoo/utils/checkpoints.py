@@ -39,13 +39,26 @@ def load_checkpoint(path, map_location="cpu", required: tuple[str, ...] = ("mode
         raise UnsafeCheckpoint(f"{path}: is a folder, expected a checkpoint file") from None
     except UnsafeCheckpoint:
         raise
-    except (RuntimeError, EOFError, OSError, ValueError) as e:
-        first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]
+    except Exception as e:  # noqa: BLE001 - a foreign file (a text file, a tar) fails in torch's reader with
+        # anything from IndexError to KeyError; whichever it is, the file is not a checkpoint
+        first = (str(e).strip().splitlines() or [""])[0].split(". ")[0][:200]
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             first = "the file is empty"
+        elif os.path.isfile(path) and not _looks_like_zip(path):
+            raise UnsafeCheckpoint(f"{path}: not a checkpoint (torch.save writes a zip archive; this file is not "
+                                   f"one: {type(e).__name__}); name a checkpoint the suite wrote") from None
         raise UnsafeCheckpoint(f"{path}: not a readable checkpoint (truncated or damaged? {type(e).__name__}: "
                                f"{first}); delete it and "
                                "re-run (without --resume if it was last.pt)") from None
+
+
+def _looks_like_zip(path) -> bool:
+    """Whether ``path`` starts as a zip archive does (a whole or a cut-short torch checkpoint)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
 
 
 def load_weights(model, state, path) -> None:

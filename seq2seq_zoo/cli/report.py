@@ -47,6 +47,13 @@ def cmd_report(args) -> int:
     from seq2seq_zoo.report.leaderboard import write_leaderboard   # results/LEADERBOARD.md (+ README headline)
     for path in write_leaderboard(root, readme=Path("README.md") if root.resolve() == Path("results").resolve() else None):
         print(f"wrote {path}")
+    from seq2seq_zoo.report.html import write_index   # results/index.html: every experiment's page, the board
+    print(f"wrote {write_index(root, dirs)}")
+    docs = Path("docs/experiments.md")   # its figures, generated like the notes' (report.figures)
+    if root.resolve() == Path("results").resolve() and docs.is_file():
+        from seq2seq_zoo.report.figures import fill_docs
+        if fill_docs(root, docs, warn=problems.append):
+            print(f"wrote {docs}")
     for msg in problems:
         print(f"zoo report: error: {msg} (left out of the report)", file=sys.stderr)
     return EXIT_USAGE if problems else 0

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from seq2seq_zoo import reuse
-from seq2seq_zoo.report import extras, finetune, plots, significance
+from seq2seq_zoo.report import extras, figures, finetune, plots, significance
 from seq2seq_zoo.report.tables import (fmt, loss_table, params_table, results_table, split_constant, to_markdown,
                                        val_loss_table)
 from seq2seq_zoo.results import load_records
@@ -228,6 +228,7 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
         figs = sorted(set(figs) | set(pdir.glob("*.png")),
                       key=lambda f: (next((i for i, p in enumerate(order) if f.stem.startswith(p)), len(order)), f.name))
     written += figs
+    figures.fill_notes(exp_dir, warn)  # NOTES.md's generated figures, from the table and findings just written
     findings = ""
     readme_src = exp_dir / "NOTES.md"  # hand-written findings, kept across report rebuilds
     if readme_src.exists():
@@ -271,4 +272,6 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
     ])
     atomic_write_text(exp_dir / "README.md", readme)
     written.append(exp_dir / "README.md")
+    from seq2seq_zoo.report import html   # report.html: the page to read outputs in a browser (not committed)
+    written.append(html.write_page(exp_dir, rows, groups, judged))
     return written

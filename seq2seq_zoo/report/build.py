@@ -220,7 +220,7 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
             "lr_schedule": lambda: [plots.lr_schedule(records, pdir / "lr_schedule.png")],
             "positional": lambda: [plots.positional(records, pdir / "positional_encodings.png")],
             "attention": lambda: [plots.attention(r, inside(pdir, f"attention_{r['run']}.png")) for r in records],
-            "val_score": lambda: [finetune.val_metric_plot(records, pdir / "val_score.png")]}
+            "val_score": lambda: [plots.val_score(records, pdir / "val_score.png")]}
     figs = [f for name, fn in draw.items() if only_plots is None or name in only_plots for f in fn()]
     figs = [f for f in figs if f is not None]
     if only_plots is not None:  # the plots not redrawn stay in the README as they are

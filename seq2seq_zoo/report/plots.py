@@ -84,42 +84,96 @@ def val_loss(records: list[dict], path: Path) -> Path | None:
 
 def scores(groups, path: Path, where: str = "",
            metrics=(("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))) -> Path | None:
-    """Bar chart of ROUGE per run with 95% bootstrap CIs as error bars (seeds pooled per example), the
-    LEAD row as a dashed line per metric; oracle rows hatched (an upper bound, not a system). ``where``:
-    the experiment, dataset and profile for the title (``context(records)``)."""
-    from seq2seq_zoo.report.significance import below_lead, ci_of
+    """Bar chart of ROUGE per run with 95% CIs as error bars (two-level bootstrap: seeds, then examples),
+    one panel per dataset (scores of different test sets never share an axis), each with its LEAD row as a
+    dashed line per metric; oracle rows hatched (an upper bound, not a system). ``where``: the experiment,
+    dataset and profile for the title (``context(records)``)."""
+    from seq2seq_zoo.report.significance import below_lead, ci_of, dataset_of
     if isinstance(where, tuple):  # scores(groups, path, metrics) as called before ``where`` existed
         where, metrics = "", where
     groups = [g for g in groups if g.mean("rouge1") is not None]
     if not groups:
         return None
     leads = below_lead(groups)[0]
-    lead = next(iter(leads.values())) if len(leads) == 1 else None  # one dashed line per metric: one dataset only
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.55 * len(groups) * len(metrics)), 4))
+    datasets = list(dict.fromkeys(dataset_of(g) for g in groups))
+    most = max(sum(1 for g in groups if dataset_of(g) == d) for d in datasets)
+    fig, axes = plt.subplots(len(datasets), 1, figsize=(max(6.4, 0.55 * most * len(metrics)), 4.2 * len(datasets)),
+                             squeeze=False)
     width = 0.8 / len(metrics)
-    x = np.arange(len(groups))
-    for k, (key, label) in enumerate(metrics):
-        means = np.array([g.mean(key) or 0.0 for g in groups])
-        err = np.zeros((2, len(groups)))
-        for j, g in enumerate(groups):
-            b = ci_of(g, key)
-            if b is not None:
-                err[:, j] = [max(means[j] - b[0], 0), max(b[1] - means[j], 0)]
-        bars = ax.bar(x + (k - (len(metrics) - 1) / 2) * width, means, width, yerr=err, capsize=2, label=label)
-        for j, g in enumerate(groups):
-            if g.kind == "upper bound":
-                bars[j].set_hatch("//")
-        if lead is not None and lead.mean(key) is not None:
-            ax.axhline(lead.mean(key), ls="--", lw=0.8, color=bars[0].get_facecolor())
-    ax.set_xticks(x)
-    ax.set_xticklabels([g.label + (f" ({len(g.rows)} seeds)" if len(g.rows) > 1 else "") for g in groups],
-                       rotation=30, ha="right", fontsize=8)
-    ax.set_xlabel("run")
-    ax.set_ylabel("F1 x 100")
-    ax.set_title("test scores with 95% bootstrap CIs" + ("; dashed: the LEAD row" if lead is not None else "")
-                 + (f"\n{where}" if where else ""), fontsize=9)
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, ds in zip(axes[:, 0], datasets):
+        gs = [g for g in groups if dataset_of(g) == ds]
+        lead = leads.get(ds)
+        x = np.arange(len(gs))
+        for k, (key, label) in enumerate(metrics):
+            c = colours[k % len(colours)]
+            means = np.array([g.mean(key) or 0.0 for g in gs])
+            err = np.zeros((2, len(gs)))
+            for j, g in enumerate(gs):
+                b = ci_of(g, key)
+                if b is not None:
+                    err[:, j] = [max(means[j] - b[0], 0), max(b[1] - means[j], 0)]
+            bars = ax.bar(x + (k - (len(metrics) - 1) / 2) * width, means, width, yerr=err, capsize=2, label=label,
+                          color=c)
+            for j, g in enumerate(gs):
+                if g.kind == "upper bound":
+                    bars[j].set_hatch("//")
+            if lead is not None and lead.mean(key) is not None:
+                ax.axhline(lead.mean(key), ls="--", lw=1.0, color=c,
+                           label=f"LEAD ({lead.label}) {label} {lead.mean(key):.1f}")
+        ax.set_xticks(x)
+        ax.set_xticklabels([g.label + (f" ({len(g.rows)} seeds)" if len(g.rows) > 1 else "") for g in gs],
+                           rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("F1 x 100")
+        ax.set_title(f"{ds}: test scores with 95% CIs" + ("; dashed: the LEAD row" if lead is not None else ""),
+                     fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    if where:
+        fig.suptitle(where, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _style(k: int) -> dict:
+    """Line style of the k-th series: 10 colours, then the same colours dashed, dotted, dash-dotted."""
+    colours = plt.get_cmap("tab10").colors
+    return {"color": colours[k % 10], "ls": ("-", "--", ":", "-.")[(k // 10) % 4]}
+
+
+def val_score(records: list[dict], path: Path) -> Path | None:
+    """Validation score (``train.val_metric``, x100, greedy decoding) by update: one line per run (the mean
+    over its seeds, a band from the lowest to the highest seed), one panel per dataset, the legend beside
+    the axes; decoding variants share their run's curve and are left out."""
+    curves: dict[str, dict[str, list[dict]]] = {}
+    for r in records:
+        metric = r["train"].get("val_metric")
+        if not metric or not r["train"].get("val_curve") or r.get("_decode") not in (None, "default"):
+            continue
+        ds = (r.get("data") or {}).get("dataset", "?")
+        curves.setdefault(ds, {}).setdefault(run_group(r["run"], r["seed"]), []).append(r)
+    if not curves:
+        return None
+    fig, axes = plt.subplots(len(curves), 1, figsize=(7.6, 3.8 * len(curves)), squeeze=False)
+    for ax, (ds, runs) in zip(axes[:, 0], curves.items()):
+        for k, (name, rs) in enumerate(runs.items()):
+            metric = rs[0]["train"]["val_metric"]
+            steps = sorted({p["step"] for r in rs for p in r["train"]["val_curve"] if p.get(f"val_{metric}") is not None})
+            v = np.array([[next((100 * p[f"val_{metric}"] for p in r["train"]["val_curve"] if p["step"] == s
+                                 and p.get(f"val_{metric}") is not None), np.nan) for s in steps] for r in rs])
+            st = _style(k)
+            ax.plot(steps, np.nanmean(v, 0), marker="o", ms=2.5, lw=1.4,
+                    label=f"{name} ({len(rs)} seed{'s' if len(rs) > 1 else ''}; {metric})", **st)
+            if len(rs) > 1:
+                ax.fill_between(steps, np.nanmin(v, 0), np.nanmax(v, 0), color=st["color"], alpha=0.15)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("update")
+        ax.set_ylabel("validation score (x100, greedy)")
+        ax.set_title(f"{ds}: validation score per update (mean over seeds; band: lowest to highest seed)", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.suptitle(context(records), fontsize=9)
+    fig.tight_layout()
     return _save(fig, path)
 
 

@@ -53,8 +53,9 @@ class TrainConfig:
     objective: str = "ce"
     init_from: str | None = None                  # start from a trained run's best weights (and vocabulary):
                                                   # "results/<exp>/<run>", a run name of this experiment, or a .pt
-    val_metric: str = "loss"                      # what picks best.pt and stops early: loss | rouge1 | rouge2 |
-                                                  # rouge3 | rougeL (F1 of greedy decodes of the validation set)
+    val_metric: str = "loss"                      # what picks best.pt and stops early: loss, or a score a metric
+                                                  # declares usable (rouge1 | rouge2 | rouge3 | rougeL: F1 of
+                                                  # greedy decodes of the validation set)
     average_last: int = 0                         # decode with the mean weights of the last N epochs' checkpoints
     val_max: int = 0                              # decode-based validation on the first N examples (0 = all)
     rl_reward: str = "rouge1"                     # scst reward: a ROUGE F1 or a mix, "0.5*rouge1+0.5*rougeL"
@@ -184,7 +185,6 @@ CHOICES = {
     "rouge_unk": ("match", "strip"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),
-    "val_metric": ("loss", "rouge1", "rouge2", "rouge3", "rougeL"),
 }
 
 

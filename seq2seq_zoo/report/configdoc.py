@@ -118,7 +118,17 @@ def _allowed(key: str, registries: dict[str, list[str]]) -> str:
         parts.append("one of " + ", ".join(f"`{c}`" for c in choices[key]))
     if key in registries:
         parts.append("registered: " + ", ".join(f"`{c}`" for c in registries[key]))
+    if key == "val_metric":   # the package's metrics' columns declared val_metric=True
+        from seq2seq_zoo.registry import metric_columns
+        own = [c.key for c in metric_columns("val_metric") if _own_metric_column(c)]
+        parts.append("one of " + ", ".join(f"`{c}`" for c in ["loss", *own]) + " (or a user metric's declared "
+                     "column)")
     return "; ".join(parts)
+
+
+def _own_metric_column(column) -> bool:
+    from seq2seq_zoo.registry import METRICS
+    return any(column in getattr(METRICS.get(n), "columns", ()) for n in _own(METRICS))
 
 
 def _own(registry) -> list[str]:

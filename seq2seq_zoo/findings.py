@@ -25,10 +25,20 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-PER_EXAMPLE_METRICS = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum", "rouge1_max", "rouge2_max", "rouge3_max",
-                       "rougeL_max", "rougeLsum_max", "bertscore_f1", "repetition", "unk_ratio", "pred_len")
 PER_RUN_METRICS = ("best_val_loss", "best_score")   # best_score: the validation score a run selected on
-METRICS = PER_EXAMPLE_METRICS + PER_RUN_METRICS
+
+
+def known_metrics() -> tuple[str, ...]:
+    """What a claim may compare: every per-example score a registered metric declares
+    (``seq2seq_zoo.metrics.Column``, a user file's metric included), then the per-run quantities."""
+    from seq2seq_zoo.registry import metric_columns
+    return tuple(c.key for c in metric_columns("per_example")) + PER_RUN_METRICS
+
+
+def __getattr__(name: str):
+    if name == "METRICS":   # the known metrics when asked (the registry fills in on first use)
+        return known_metrics()
+    raise AttributeError(name)
 FINDING_KEYS = ("claim", "metric", "source", "note", "test_informed")
 
 _NAME = r"[\w.-]+(?:/[\w.-]+|@init)?"
@@ -65,10 +75,11 @@ def parse_claim(claim: str, metric: str = "rouge1") -> tuple[str, str, str, str,
     if ma and mb and ma != mb:
         raise ValueError(f"claim {claim!r} compares two metrics ({ma}, {mb}); compare one metric on both sides")
     metric = ma or mb or metric
-    if metric not in METRICS:
+    known = known_metrics()
+    if metric not in known:
         from seq2seq_zoo.registry import did_you_mean
-        raise ValueError(f"claim {claim!r}: unknown metric '{metric}'.{did_you_mean(metric, METRICS)} "
-                         f"Known: {', '.join(METRICS)}")
+        raise ValueError(f"claim {claim!r}: unknown metric '{metric}'.{did_you_mean(metric, known)} "
+                         f"Known: {', '.join(known)}")
     if m.group("a") == m.group("b"):
         raise ValueError(f"claim {claim!r} compares a run with itself")
     return m.group("a"), m.group("op"), m.group("b"), metric, float(m.group("c") or 1.0)

@@ -36,7 +36,6 @@ LAZY_UPWARD = {
     ("seq2seq_zoo.config.load", "seq2seq_zoo.data.corpora"),   # a reader's options checked by the reader
     ("seq2seq_zoo.config.load", "seq2seq_zoo.data.text"),      # data.turn_separator: one token to the tokenizer
     ("seq2seq_zoo.config.load", "seq2seq_zoo.models.base"),    # the meta-device build of each run's model
-    ("seq2seq_zoo.config.values", "seq2seq_zoo.train.rewards"),  # train.rl_reward parsed by the reward code
 }
 
 

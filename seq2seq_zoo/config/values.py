@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -49,13 +50,41 @@ def _check_value(ctx: _Where, key: str, value, section: str) -> None:
         if not ok(value):
             raise ctx.fail(key, f"{value!r} {desc}")
     if leaf == "rl_reward":
-        from seq2seq_zoo.train.rewards import parse_reward
         try:
-            parse_reward(value)
+            parse_reward(value, declared("reward"))
         except ValueError as e:
             raise ctx.fail(key, str(e)) from None
+    if leaf == "val_metric" and value != "loss" and value not in declared("val_metric"):
+        choices = ["loss", *declared("val_metric")]
+        raise ctx.fail(key, f"{value!r} is not one of {', '.join(choices)}.{did_you_mean(value, choices)}")
     if leaf in CHOICES and value not in CHOICES[leaf]:
         raise ctx.fail(key, f"{value!r} is not one of {', '.join(CHOICES[leaf])}.{did_you_mean(value, CHOICES[leaf])}")
+
+
+def declared(flag: str) -> list[str]:
+    """The score keys registered metrics declare with ``flag`` ("val_metric": can pick best.pt;
+    "reward": can be a term of an SCST reward), read from the metrics' own declarations."""
+    from seq2seq_zoo.registry import metric_columns
+    return [c.key for c in metric_columns(flag)]
+
+
+_TERM = re.compile(r"^\s*(?:(\d+(?:\.\d*)?|\.\d+)\s*\*\s*)?(\w+)\s*$")
+
+
+def parse_reward(spec: str, known: list[str] | None = None) -> dict[str, float]:
+    """A reward spec, a score name or a weighted sum of them: '0.5*rouge1 + 0.5*rougeL' -> {'rouge1': 0.5,
+    'rougeL': 0.5}; ``known``: the names a reward may use (default: the declared ones). Raises ValueError."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"reward {spec!r} must be a metric name like \"rouge1\" or a sum like \"0.5*rouge1+0.5*rougeL\"")
+    known = declared("reward") if known is None else known
+    out: dict[str, float] = {}
+    for term in spec.split("+"):
+        m = _TERM.match(term)
+        if not m or m.group(2) not in known:
+            raise ValueError(f"reward {spec!r}: cannot read {term.strip()!r}; use weights and names from "
+                             f"{', '.join(known)}, e.g. \"0.5*rouge1+0.5*rougeL\"")
+        out[m.group(2)] = out.get(m.group(2), 0.0) + (float(m.group(1)) if m.group(1) else 1.0)
+    return out
 
 
 def _build(cls, values: dict, prefix: str, ctx):

@@ -7,15 +7,17 @@ import re
 import numpy as np
 import pandas as pd
 
-from seq2seq_zoo.report.groups import CI_METRICS, TABLE_RESAMPLES, Group, below_lead, ci_of, dataset_of
+from seq2seq_zoo.registry import metric_columns
+from seq2seq_zoo.report.groups import TABLE_RESAMPLES, Group, below_lead, ci_of, dataset_of
 
 
 def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) -> pd.DataFrame:
     """The per-seed table ``df_rows`` (one row per record, same order as ``rows``) -> one row per group:
     numeric columns as mean (± sd over seeds), ROUGE columns with their 95% CI, a ``seeds`` column, a
     ``kind`` column when baselines are present and a ``vs LEAD`` mark."""
-    from seq2seq_zoo.report.tables import SCORE_COLUMNS, _digits
-    label_of = {label: key for key, label in SCORE_COLUMNS}
+    from seq2seq_zoo.report.tables import digits_of, score_columns
+    label_of = {label: key for key, label in score_columns()}
+    with_ci = {c.key for c in metric_columns("ci")}
     leads, below = below_lead(groups)
     below_ids = {id(g) for g in below}
     lead_ids = {id(g) for g in leads.values()}
@@ -37,12 +39,12 @@ def grouped_table(df_rows: pd.DataFrame, rows: list[dict], groups: list[Group]) 
                 if vals.empty:
                     row[c] = ""
                     continue
-                d = _digits(c, 2) + (1 if c == "epochs" and len(vals) > 1 else 0)
+                d = digits_of(c, 2) + (1 if c == "epochs" and len(vals) > 1 else 0)
                 text = f"{vals.mean():.{d}f}"
                 if len(vals) > 1:
                     text += f" ± {vals.std(ddof=1):.{d}f}"
                 key = label_of.get(c)
-                if key in CI_METRICS:
+                if key in with_ci:
                     bounds = ci_of(g, key)
                     if bounds is not None:
                         text += f" [{bounds[0]:.{d}f}, {bounds[1]:.{d}f}]"

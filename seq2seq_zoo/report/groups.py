@@ -23,9 +23,8 @@ from seq2seq_zoo.findings import PER_RUN_METRICS
 from seq2seq_zoo.names import run_group
 from seq2seq_zoo.results import read_scores, write_scores
 
-CI_METRICS = ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum", "rouge1_max", "rouge2_max", "rougeL_max")
 RESCORED = ("rouge", "repetition", "length", "unk_ratio")
-TABLE_RESAMPLES = 2000   # the tables' CIs; the findings' tests use stats.N_RESAMPLES
+TABLE_RESAMPLES = stats.TABLE_RESAMPLES   # the tables' CIs; the findings' tests use stats.N_RESAMPLES
 
 
 # --------------------------------------------------------------------------------- per-example scores

@@ -6,14 +6,12 @@ import re
 import pandas as pd
 
 from seq2seq_zoo.names import run_group
+from seq2seq_zoo.registry import metric_columns
 
-SCORE_COLUMNS = [
-    ("rouge1", "R-1"), ("rouge2", "R-2"), ("rouge3", "R-3"), ("rougeL", "R-L"), ("rougeLsum", "R-Lsum"),
-    ("rouge1_max", "R-1 max"), ("rouge2_max", "R-2 max"), ("rougeL_max", "R-L max"),
-    ("bertscore_p", "BERTScore P"), ("bertscore_r", "BERTScore R"), ("bertscore_f1", "BERTScore F1"),
-    ("unk_ratio", "UNK ratio"), ("repetition", "rep."), ("repetition_content", "rep. (no stop-words)"),
-    ("pred_len", "len"),
-]
+def score_columns() -> list[tuple[str, str]]:
+    """(score key, column label) of every table column the registered metrics declare, in table order
+    (``seq2seq_zoo.metrics.Column``): a metric in a user file is a column like the built-in ones."""
+    return [(c.key, c.label) for c in metric_columns("table")]
 
 
 def results_table(records: list[dict]) -> pd.DataFrame:
@@ -43,7 +41,7 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         row.update({k: ("" if base and k != "dataset" else v) for k, v in _varying_settings(r, trained).items()})
         row["seed"] = r["seed"]
         row["params"] = r["params"]["total"]
-        for key, label in SCORE_COLUMNS:
+        for key, label in score_columns():
             if key in sc:
                 row[label] = sc[key]
         copying = r["eval"].get("copying")
@@ -60,7 +58,7 @@ def results_table(records: list[dict]) -> pd.DataFrame:
         rows.append(row)
     df = pd.DataFrame(rows)
     # score columns in the fixed order, whichever run had them first
-    scores = [label for _, label in SCORE_COLUMNS if label in df.columns]
+    scores = [label for _, label in score_columns() if label in df.columns]
     rest = [c for c in df.columns if c not in scores]
     cut = rest.index("params") + 1
     return df[rest[:cut] + scores + rest[cut:]]
@@ -172,8 +170,12 @@ def loss_table(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "epoch", "train_loss", "val_loss", *metrics])
 
 
-def _digits(col: str, default: int) -> int:
+def digits_of(col: str, default: int) -> int:
+    """Decimals of a table column: a metric column's declared ``digits``, else by the column's kind."""
     col = str(col)
+    declared = {c.label: c.digits for c in metric_columns("table") if c.digits is not None}
+    if col in declared:
+        return declared[col]
     if col.startswith("BERTScore") or "loss" in col or col.startswith("rep.") or col in ("UNK ratio", "copied OOV"):
         return 4
     if col in ("tok/s", "epochs"):
@@ -189,7 +191,7 @@ def fmt(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     out = df.copy()
     for c in out.columns:
         if pd.api.types.is_float_dtype(out[c]):
-            d = _digits(c, digits)
+            d = digits_of(c, digits)
             out[c] = out[c].map(lambda v, d=d: "" if pd.isna(v) else f"{v:.{d}f}")
         elif c == "params":
             out[c] = out[c].map(lambda v: f"{int(v):,}")
@@ -209,7 +211,7 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 # columns of the grouped table that are results or row names, never settings moved to the header line
 _NOT_SETTINGS = {"run", "vs LEAD", "kind", "seeds", "seed", "params", "p_gen", "copied OOV", "best val loss", "epochs",
-                 "converged", "train min", "tok/s", "trained as", *(label for _, label in SCORE_COLUMNS)}
+                 "converged", "train min", "tok/s", "trained as"}   # and every score column
 
 
 def short_range(text: str, least: int = 4) -> str:
@@ -232,13 +234,14 @@ def split_constant(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if len(df) < 2:
         return df, ""
     drop, said = [], []
+    scores = {label for _, label in score_columns()}
     for c in df.columns:
         vals = ["" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v).strip() for v in df[c].tolist()]
         vals = ["" if v in ("nan", "None") else v for v in vals]
         present = [v for v in vals if v != ""]
         if not present:
             drop.append(c)
-        elif str(c) not in _NOT_SETTINGS and len(set(present)) == 1:
+        elif str(c) not in _NOT_SETTINGS | scores and len(set(present)) == 1:
             drop.append(c)
             names = df["run"].astype(str).tolist() if "run" in df.columns else []
             have = list(dict.fromkeys(r for r, v in zip(names, vals) if v != ""))

@@ -17,11 +17,11 @@ from tqdm.auto import tqdm
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
 from seq2seq_zoo.errors import Preempted, TrainingStopped, UnsafeCheckpoint
+from seq2seq_zoo.metrics import sentence_scorer
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL, ObjectiveModule
 from seq2seq_zoo.train.objectives import Objective, _text, greedy_ids, token_losses
-from seq2seq_zoo.train.rewards import RewardFunction
 from seq2seq_zoo.utils import load_checkpoint, load_weights
 
 
@@ -412,9 +412,9 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
 
 @torch.no_grad()
 def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> float:
-    """Mean ``cfg.val_metric`` F1 (0-1) of greedy decodes (up to ``cfg.rl_max_len`` tokens, and no longer
+    """Mean ``cfg.val_metric`` (0-1; ROUGE: F1) of greedy decodes (up to ``cfg.rl_max_len`` tokens, and no longer
     than the longest target) against the first reference."""
-    reward = RewardFunction(cfg.val_metric)
+    score = sentence_scorer([cfg.val_metric])
     max_len = _decode_len(data, cfg)
     total, n = 0.0, 0
     for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, max_tokens=cfg.max_tokens, shuffle=False)):
@@ -422,7 +422,7 @@ def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, de
         with autocast(device, dtype):
             ids = greedy_ids(model, batch, max_len)
         texts = [_text(vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
-        total += sum(reward(texts, [r[0] for r in batch.references]))
+        total += sum(score(texts, [r[0] for r in batch.references])[cfg.val_metric])
         n += batch.size
     return total / max(n, 1)
 

@@ -11,7 +11,7 @@ re-exported here. How to run it and the current figures: docs/performance.md."""
 from __future__ import annotations
 
 from seq2seq_zoo.bench.shapes import (  # noqa: F401
-    RNN_MODELS, TARGET_TRAIN_VS_PEER, TARGET_TRAIN_AIM, TARGET_FP32_PARITY, TARGET_DECODE_VS_PEER,
+    RNN_MODELS, TARGET_POINTER_VS_BASELINE, TARGET_TRAIN_VS_PEER, TARGET_TRAIN_AIM, TARGET_FP32_PARITY, TARGET_DECODE_VS_PEER,
     TARGET_EPOCH_S, TARGET_BENCH_S, Shape, PAPER, GPU_SHAPE, GPU_MAX_TOKENS, TARGET_GPU_MFU, GPU_MATMUL_N, TINY,
     Plan, FULL_PLAN, QUICK_PLAN)
 from seq2seq_zoo.bench.timing import (  # noqa: F401
@@ -31,6 +31,8 @@ from seq2seq_zoo.bench.peers.eole import (  # noqa: F401
     EOLE_VERSION, EOLE_PAIRS, EOLE_NONE, eole_available, eole_model, EoleTrainer, measure_eole)
 from seq2seq_zoo.bench.recurrent import (  # noqa: F401
     measure_recurrent, vocabulary_work)
+from seq2seq_zoo.bench.pointer_full import (  # noqa: F401
+    PG_FULL, measure_pointer_full, shared_work, check_baseline)
 from seq2seq_zoo.bench.scaling import (  # noqa: F401
     epoch_scaling, _experiment_file)
 from seq2seq_zoo.bench.evalcost import (  # noqa: F401
@@ -41,12 +43,12 @@ from seq2seq_zoo.bench.targets import (  # noqa: F401
     _ratio, targets, _target)
 from seq2seq_zoo.bench.markdown import (  # noqa: F401
     _fmt, markdown, decode_bound_markdown, gpu_shape_markdown, recurrent_markdown, _table_head, eole_markdown,
-    eval_cost_markdown)
+    eval_cost_markdown, pointer_full_markdown)
 from seq2seq_zoo.bench.run import (  # noqa: F401
     _warm_process, run_device, cpu_bf16_isa, choose_threads, run_bench)
 
 __all__ = [
-    'RNN_MODELS', 'TARGET_TRAIN_VS_PEER', 'TARGET_TRAIN_AIM', 'TARGET_FP32_PARITY', 'TARGET_DECODE_VS_PEER',
+    'RNN_MODELS', 'TARGET_POINTER_VS_BASELINE', 'TARGET_TRAIN_VS_PEER', 'TARGET_TRAIN_AIM', 'TARGET_FP32_PARITY', 'TARGET_DECODE_VS_PEER',
     'TARGET_EPOCH_S', 'TARGET_BENCH_S', 'Shape', 'PAPER', 'GPU_SHAPE', 'GPU_MAX_TOKENS', 'TARGET_GPU_MFU',
     'GPU_MATMUL_N', 'TINY', 'Plan', 'FULL_PLAN', 'QUICK_PLAN', 'log', 'sync', 'release_free_memory',
     'PeakMemory', 'interleaved', 'error_line', 'median', 'precision_name', 'peak_matmul_n', 'MatmulProbe',
@@ -55,8 +57,8 @@ __all__ = [
     'decode_bound', 'output_bound', 'decode_rows', 'Trainer', 'peer_update', 'train_figures',
     'measure_training', 'OurDecoder', 'measure_decoding', 'decode_vs_beam', 'measure_compile', 'peer_config',
     'peer_available', 'peer_model', 'PeerDecoder', 'EOLE_VERSION', 'EOLE_PAIRS', 'EOLE_NONE', 'eole_available',
-    'eole_model', 'EoleTrainer', 'measure_eole', 'measure_recurrent', 'vocabulary_work', 'epoch_scaling',
+    'eole_model', 'EoleTrainer', 'measure_eole', 'measure_recurrent', 'vocabulary_work', 'PG_FULL', 'measure_pointer_full', 'shared_work', 'check_baseline', 'epoch_scaling',
     'synthetic_summaries', 'measure_eval_cost', 'BatchCycle', 'GPU_SHAPE_VARIANTS', 'WithCudnnAttention',
     'measure_gpu_shape', 'targets', 'markdown', 'decode_bound_markdown', 'gpu_shape_markdown',
-    'recurrent_markdown', 'eole_markdown', 'eval_cost_markdown', 'run_device', 'cpu_bf16_isa', 'choose_threads',
+    'recurrent_markdown', 'eole_markdown', 'eval_cost_markdown', 'pointer_full_markdown', 'run_device', 'cpu_bf16_isa', 'choose_threads',
     'run_bench']

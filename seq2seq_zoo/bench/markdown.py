@@ -83,6 +83,7 @@ def markdown(report: dict[str, Any]) -> str:
         L += recurrent_markdown(dev, s)
         L += eole_markdown(dev.get("eole"))
         L += eval_cost_markdown(dev.get("eval_cost"))
+        L += pointer_full_markdown(dev.get("pointer_full"))
         sc = dev.get("scaling")
         if sc:
             L += ["", f"### Epoch time against training-set size ({sc['experiment']} `{sc['profile']}` profile, run "
@@ -250,4 +251,32 @@ def eval_cost_markdown(ec: dict[str, Any] | None) -> list[str]:
             L.append(f"| {label} | not measured: {m['error']} | | |")
         else:
             L.append(f"| {label} | {m['seconds']:.1f} | {_fmt(m['examples_per_s'])} | {_fmt(m.get('peak_mem_mb'))} |")
+    return L
+
+
+def pointer_full_markdown(pf: dict[str, Any] | None) -> list[str]:
+    """The full-size pointer-generator stage (``pointer_full``): seconds per update, the shared-work bound and
+    the epoch projection."""
+    if not pf:
+        return []
+    c = pf["shape"]
+    L = _table_head(f"Full-size pointer-generator + coverage update, one thread (batch {c['batch']}, source "
+                    f"{c['src_len']}, target {c['tgt_len']}, vocabulary {c['vocab']:,}, hidden {c['hidden']}, "
+                    f"embeddings {c['emb_dim']}; median of {pf['rounds']} interleaved updates)",
+                    ["code", "s per update (CPU)", "s per update (wall)", "target tok/s (CPU)", "loss"])
+    for k in ("ours", "baseline"):
+        if k in pf:
+            r = pf[k]
+            L.append(f"| {k} ({r['package']}) | {r['cpu_s']:.3f} | {r['step_s']:.3f} | {_fmt(r['tokens_per_cpu_s'])} | "
+                     f"{r['loss']:.4f} |")
+    w, e = pf["shared_work"], pf["epoch"]
+    L += ["", f"Bound: the encoder LSTM forward and backward ({w['encoder_lstm_s']:.3f} s) and the output layer's three "
+              f"products ({w['output_products_s']:.3f} s), which any implementation with PyTorch's kernels runs, take "
+              f"{w['floor_s']:.3f} s"
+          + (f"; ours is {pf['speedup_cpu']:.2f}x the baseline on CPU time ({pf['speedup_wall']:.2f}x wall), at most "
+             f"{pf['ceiling']:.2f}x allowed." if "speedup_cpu" in pf else "."),
+          "", f"An epoch of the {e['updates']:,} updates: {e['seconds'] / 60:.1f} min of CPU; "
+              f"{e['convergence_updates'][0]:,}-{e['convergence_updates'][1]:,} updates to convergence: "
+              f"{e['convergence_hours'][0]:.1f}-{e['convergence_hours'][1]:.1f} h (targets at the file's 64-token cap: "
+              "an upper bound)."]
     return L

@@ -39,6 +39,7 @@ from seq2seq_zoo.bench.measure import (
     OurDecoder, Trainer, decode_vs_beam, measure_compile, measure_decoding, measure_training)
 from seq2seq_zoo.bench.peers.eole import EOLE_VERSION, eole_available, measure_eole
 from seq2seq_zoo.bench.peers.hf import PeerDecoder, peer_available, peer_config, peer_model
+from seq2seq_zoo.bench.pointer_full import measure_pointer_full
 from seq2seq_zoo.bench.recurrent import measure_recurrent
 from seq2seq_zoo.bench.scaling import epoch_scaling
 from seq2seq_zoo.bench.shapes import (
@@ -62,13 +63,16 @@ def _warm_process(device: torch.device) -> None:
 
 
 def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool, data_dir: str | None = None,
-               full_epoch: bool = False, progress: Callable[[str], None] = log) -> dict[str, Any]:
-    """Every measurement on one device; returns the JSON-ready figures."""
+               full_epoch: bool = False, baseline: str | None = None,
+               progress: Callable[[str], None] = log) -> dict[str, Any]:
+    """Every measurement on one device; returns the JSON-ready figures. ``baseline``: a checkout of another
+    commit whose full-size pointer-generator update is timed against ours (``pointer_full``)."""
     res: dict[str, Any] = {"device": str(device), "beams": shape.beams, "notes": []}
     default_dtype = autocast_dtype("auto", device)
     res["default_precision"] = precision_name(default_dtype)
     gpu_shape = device.type == "cuda"
-    stages = 7 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples) + gpu_shape
+    pointer = device.type == "cpu" and plan.pointer_rounds > 0
+    stages = 7 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples) + gpu_shape + pointer
     k = 0
     _warm_process(device)
 
@@ -222,6 +226,11 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
             res["notes"].append(f"epoch scaling skipped: {e}")
             progress(f"    note: {res['notes'][-1]}")
         progress(f"    ({time.perf_counter() - t:.0f}s)")
+    if pointer:
+        t = stage("the full-size pointer-generator + coverage update (experiments/cnn_pointer.toml), one thread"
+                  + (f", against {baseline}" if baseline else ""))
+        res["pointer_full"] = measure_pointer_full(baseline, plan.pointer_rounds, progress)
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
     if plan.compile:
         t = stage("torch.compile: our Transformer's training step, compiled against eager")
         res["compile"] = measure_compile(shape, device, default_dtype, plan, progress)
@@ -264,7 +273,7 @@ def choose_threads(requested: int | None, load: float | None) -> tuple[int, str]
 def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices: list[str] | None = None,
               scaling: bool = True, threads: int | None = None, data_dir: str | None = None,
               full_epoch: bool = False, with_compile: bool = False, shape: Shape = PAPER, plan: Plan | None = None,
-              command: str = "zoo bench",
+              command: str = "zoo bench", baseline: str | None = None,
               progress: Callable[[str], None] = log) -> dict[str, Any]:
     """Run every measurement on each device and write ``out``/bench.json and ``out``/README.md."""
     from datetime import datetime, timezone
@@ -298,7 +307,8 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("--device cuda: no CUDA device is available")
         report["devices"].append(run_device(device, shape, plan, scaling=scaling, data_dir=data_dir,
-                                            full_epoch=full_epoch, progress=progress))
+                                            full_epoch=full_epoch, baseline=baseline,
+                                            progress=progress))
     report["wall_s"] = time.perf_counter() - t0
     report["load_after"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cpu = next((r for r in report["devices"] if r["device"] == "cpu"), None)

@@ -27,6 +27,9 @@ TARGET_EPOCH_S = 300.0         # one epoch of the pe_ablation CPU profile on Dia
 TARGET_BENCH_S = 300.0         # `zoo bench` on CPU
 
 
+TARGET_POINTER_VS_BASELINE = 2.0   # full-size pointer-generator update against `--baseline`'s, one thread
+
+
 @dataclass
 class Shape:
     """The sizes measured. PAPER is the seed paper's Transformer (pe_ablation defaults) at the speed targets'
@@ -85,9 +88,11 @@ class Plan:
     compile: bool = False         # also time our Transformer's training step under torch.compile
     rnn_iters: int = 2            # timed rounds per recurrent model, implementation and precision
     eval_examples: int = 1000     # examples scored in the evaluation-cost stage (0: skip the stage)
+    pointer_rounds: int = 3       # timed updates per side of the full-size pointer-generator stage (0: skip it)
 
 
 FULL_PLAN = Plan()
 
 
-QUICK_PLAN = Plan(warmup=1, iters=2, decode_iters=2, matmul_iters=4, scaling_steps=6, rnn_iters=1, eval_examples=200)
+QUICK_PLAN = Plan(warmup=1, iters=2, decode_iters=2, matmul_iters=4, scaling_steps=6, rnn_iters=1, eval_examples=200,
+                  pointer_rounds=2)

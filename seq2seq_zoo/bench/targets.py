@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from seq2seq_zoo.bench.shapes import (
-    TARGET_DECODE_VS_PEER, TARGET_EPOCH_S, TARGET_FP32_PARITY, TARGET_GPU_MFU, TARGET_TRAIN_AIM,
+    TARGET_DECODE_VS_PEER, TARGET_EPOCH_S, TARGET_FP32_PARITY, TARGET_GPU_MFU, TARGET_POINTER_VS_BASELINE,
+    TARGET_TRAIN_AIM,
     TARGET_TRAIN_VS_PEER)
 
 
@@ -45,6 +46,14 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(_target(f"Transformer at a GPU-sized shape ({gs['params'] / 1e6:.0f}M parameters, token batches "
                            f"of {gs['max_tokens']:,}), model FLOP/s / {gs['peak_kind']} matmul peak",
                            gs["mfu"], TARGET_GPU_MFU, ""))
+    pf = res.get("pointer_full")
+    if pf and "speedup_cpu" in pf:
+        row = _target("full-size pointer-generator + coverage update, one thread, baseline / ours (CPU time)",
+                      pf["speedup_cpu"], TARGET_POINTER_VS_BASELINE, "x")
+        row["ceiling"] = pf["ceiling"]
+        row["status"] += (f"; the encoder LSTM and output-layer products that any implementation runs allow at most "
+                          f"{pf['ceiling']:.3g}x")
+        out.append(row)
     sc = res.get("scaling")
     if sc:
         full = [r for r in sc["rows"] if r["fraction"] == 1.0]

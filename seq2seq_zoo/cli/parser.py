@@ -255,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "  - with eole 0.6.4 installed (optional), training against its closest Transformer,\n"
                                    "    GRU and attention models (it has no pointer-generator);\n"
                                    "  - the time to score 1,000 summaries with ROUGE and with BERTScore;\n"
+                                   "  - the full-size pointer-generator + coverage update of experiments/cnn_pointer.toml on\n"
+                                   "    one thread (with --baseline DIR, against that checkout's code), and its bound;\n"
                                    "  - estimated model FLOP/s against a matmul peak measured in the same run; peak memory;\n"
                                    "  - bounds: the highest decoding ratio against HF, and recurrent fast / reference\n"
                                    "    speed-up, that the matmul rate (a product timed among the calls) allows;\n"
@@ -280,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="torch CPU threads (default: torch's, lowered to the cores other processes leave free)")
     p.add_argument("--data-dir", help="folder containing dialogsum/ (default: the usual search)")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="a checkout of another commit (e.g. `git worktree add DIR <commit>`): its full-size "
+                        "pointer-generator update is timed interleaved with ours")
     _debug(p)
     for name in ("run", "report", "list", "summarize", "params", "eval"):  # user models from outside the package
         sub.choices[name].add_argument(

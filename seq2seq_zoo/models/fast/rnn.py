@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.models.base import StepOutput, reorder_rows
 from seq2seq_zoo.models.copying import source_words
+from seq2seq_zoo.models.fast import native
 from seq2seq_zoo.models.fast.outputs import CopyOutput, LazyOutput
 from seq2seq_zoo.models.fast.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy,
                                                  cpu_bf16_matmuls, double_keys, fp32_on_cpu, run_encoder)
@@ -129,6 +130,8 @@ class FastAttentional(FastRecurrent):
                 step = max(1, (1 << 22) // max(1, keys.numel()))
                 E = torch.cat([additive_energy(keys, q[:, t:t + step], v) for t in range(0, T, step)], 1)
                 A = masked_softmax(_float(E), mask.unsqueeze(1))
+            elif native.usable(keys, q, cov):   # every step in compiled loops (``native``)
+                A = native.coverage_attention(keys, q, v, w_c, mask, cov)
             else:
                 weights = []
                 for t in range(T):

@@ -42,6 +42,7 @@ from seq2seq_zoo.errors import ConfigError, DataError, MissingFile
 from seq2seq_zoo.inference import load_trained_run, run_spec
 from seq2seq_zoo.metrics import evaluate
 from seq2seq_zoo.names import NAME_MAX, check_name, inside_run
+from seq2seq_zoo.utils.io import commit_stage, new_stage
 from seq2seq_zoo.models.fast.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import did_you_mean
@@ -325,9 +326,8 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     written = []
     for name, over, cfg, order in todo:
         log(f"[{name_run}] decode '{name}': {describe(dataclasses.asdict(cfg))}")
-        out = run_dir / DECODES_DIR / name
-        inside_run(run_dir, DECODES_DIR, name)
-        out.mkdir(parents=True, exist_ok=True)
+        final = inside_run(run_dir, DECODES_DIR, name)
+        out = new_stage(final, "decode", run_dir)   # written whole, then swapped in (a kill: old or new)
         per_example: dict[str, list[float]] = {}
         preds, block = decode_and_score(model, test, vocab, spec, cfg, dev, dtype, spec.eval.split, progress,
                                         per_example=per_example)
@@ -347,6 +347,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
                   "compute_seconds": block["decode_seconds"] + block["metric_seconds"] + extra["seconds"]
                   + (val["decode_seconds"] + val["metric_seconds"] if val else 0.0)}
         write_record(out, record)
+        commit_stage(out, final)
         sc = block["scores"]
         log(f"[{name_run}] decode '{name}' done: ROUGE-1 {sc.get('rouge1', 0):.2f} ROUGE-2 {sc.get('rouge2', 0):.2f} "
             f"ROUGE-L {sc.get('rougeL', 0):.2f}")

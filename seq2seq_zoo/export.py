@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from seq2seq_zoo.errors import UserError
@@ -24,8 +23,8 @@ from seq2seq_zoo.exported import CARD_FILE, CONFIG_FILE, FILES, FORMAT, VOCAB_FI
 def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best.pt", log=print,
                force: bool = False) -> Path:
     """Write the export of ``run_dir`` to ``out``. The files are written to a temporary folder beside ``out``
-    and swapped in whole (``swap_in``), so a kill at any moment leaves the old export or the new one, never
-    a mix. ``out`` may be new, empty, or an earlier export (only the files `zoo export` writes); a folder
+    and swapped in whole, so a kill at any moment leaves the old export or the new one, never
+    a mix (``utils.io.staged_folder``). ``out`` may be new, empty, or an earlier export (only the files `zoo export` writes); a folder
     holding anything else is refused unless ``force``, and then its other files are kept (moved into the new
     folder), never deleted. ``out`` may not be inside a run folder (it would mix with the run's files) or be
     the run itself."""
@@ -33,7 +32,7 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best.pt"
 
     from seq2seq_zoo.inference import _legacy_defaults, load_trained_run
     from seq2seq_zoo.results import read_record
-    from seq2seq_zoo.utils.io import check_output
+    from seq2seq_zoo.utils.io import check_output, staged_folder
     run_dir, out = Path(run_dir), Path(out)
     check_output(out, inputs=[run_dir], what="the export folder")
     rec_path = run_dir / "record.json"
@@ -58,12 +57,7 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best.pt"
     spec["model_options"] = {**_legacy_defaults(run_dir, run.spec, record), **spec.get("model_options", {})}
     config = {"format": FORMAT, "model": run.spec.model, "spec": spec, "checkpoint": checkpoint,
               "source_run": str(run_dir), "model_rules": (record or {}).get("model_rules")}
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for old in target.parent.glob(f".{target.name}.export-*.tmp"):   # left by a kill in an earlier export
-        shutil.rmtree(old, ignore_errors=True)
-    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.export-", suffix=".tmp"))
-    try:
-        os.chmod(stage, 0o777 & ~_umask())
+    with staged_folder(target, "export") as stage:
         save_model(run.model, str(stage / WEIGHTS_FILE), metadata={"format": "pt"})
         shutil.copyfile(run.checkpoint.parent / VOCAB_FILE, stage / VOCAB_FILE)
         (stage / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -71,20 +65,10 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best.pt"
         for name in (os.listdir(target) if target.is_dir() else []):
             if name not in FILES:      # --force over a folder of other files: they stay, in the new folder
                 _copy(target / name, stage / name)
-        _fsync_folder(stage)
-        swap_in(stage, target)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)    # the new files if the swap never happened, else the old ones
     log(f"exported {run_dir} ({checkpoint}) to {out}/: {WEIGHTS_FILE}, {CONFIG_FILE}, {VOCAB_FILE}, {CARD_FILE}"
         + (f" (replaced {', '.join(f for f in foreign if f in FILES)}; kept {', '.join(f for f in foreign if f not in FILES)})"
            if foreign else ""))
     return out
-
-
-def _umask() -> int:
-    m = os.umask(0o022)
-    os.umask(m)
-    return m
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -98,67 +82,6 @@ def _copy(src: Path, dst: Path) -> None:
             shutil.copy2(src, dst)
     else:
         shutil.copy2(src, dst, follow_symlinks=False)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Every file of ``folder`` and the folder itself flushed to disk, so that a power loss after the swap
-    cannot leave the new names with empty contents."""
-    for p in folder.iterdir():
-        if p.is_file() and not p.is_symlink():
-            with open(p, "rb") as f:
-                os.fsync(f.fileno())
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-_RENAME_EXCHANGE = 2   # linux/fs.h
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one atomic step (Linux renameat2 with RENAME_EXCHANGE); False where the system or
-    the filesystem does not offer it."""
-    import ctypes
-    import sys
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd = -100
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    import errno
-    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def swap_in(stage: Path, target: Path) -> None:
-    """Put the folder ``stage`` at ``target`` in one step; the folder that was at ``target`` (if any) ends at
-    ``stage`` (the caller removes it). A new ``target`` is a plain rename; an existing one is exchanged
-    atomically (renameat2), or, where the filesystem cannot, renamed aside first and the new one renamed in
-    (a kill between the two leaves the old export whole, as ``.NAME.export-*.old``, beside ``target``)."""
-    from seq2seq_zoo.errors import WriteFailed
-    try:
-        if not target.exists():
-            os.rename(stage, target)
-            stage.mkdir()           # so that the caller's cleanup has its folder, now empty
-            return
-        if _exchange(stage, target):
-            return
-        aside = stage.with_suffix(".old")
-        os.rename(target, aside)
-        os.rename(stage, target)
-        os.rename(aside, stage)
-    except OSError as e:
-        raise WriteFailed(target, e) from e
 
 
 def _ci_line(run_dir: Path, metric: str) -> str:

@@ -104,9 +104,10 @@ def test_a_crash_at_the_swap_leaves_old_or_new_never_a_mix(done, tmp_path, monke
     """The swap itself fails (as a kill between two renames would): the folder is the old export."""
     from seq2seq_zoo import export
     from seq2seq_zoo.errors import WriteFailed
+    from seq2seq_zoo.utils import io
     out = _copy_export(done, tmp_path)
     before = _snapshot(out)
-    monkeypatch.setattr(export, "_exchange", lambda a, b: (_ for _ in ()).throw(OSError(5, "I/O error")))
+    monkeypatch.setattr(io, "_exchange", lambda a, b: (_ for _ in ()).throw(OSError(5, "I/O error")))
     with pytest.raises(WriteFailed):
         export.export_run(done["run"], out, checkpoint="last.pt", log=lambda *_: None)
     assert _snapshot(out) == before
@@ -164,6 +165,24 @@ def test_eval_decode_refuses_a_decodes_link_outside_the_results(done, tmp_path):
     (run / "decodes").symlink_to(elsewhere)
     _refused(["eval", run, "--decode", "beam_size=1", "--name", "X", "--no-progress"], "outside")
     assert not list(elsewhere.iterdir())
+
+
+def test_a_kill_while_a_decoding_variant_is_written_leaves_the_old_one_whole(done, tmp_path, monkeypatch):
+    """`zoo eval --decode` writes the variant's folder whole and swaps it in: a SIGTERM after the new
+    predictions are written but before the record leaves the earlier variant (predictions and record) as it was."""
+    from seq2seq_zoo import evaluation
+    from seq2seq_zoo.errors import Preempted
+    run = tmp_path / "R7" / "rel" / "tiny"
+    shutil.copytree(done["run"], run)
+    args = ["eval", run, "--decode", "beam_size=1", "--name", "g", "--no-progress"]
+    assert main_captured(args).rc == 0
+    before = _snapshot(run / "decodes")
+
+    def killed(*a, **k):
+        raise Preempted()
+    monkeypatch.setattr(evaluation, "write_record", killed)
+    assert main_captured(args + ["--force"]).rc == 143
+    assert _snapshot(run / "decodes") == before
 
 
 # ------------------------------------------------------------------------------------------- average

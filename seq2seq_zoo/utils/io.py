@@ -4,6 +4,7 @@ Lines read with a one-line error naming the damaged file and line. Stored number
 the file and line, so it never reaches a table as ``nan``."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -210,3 +211,109 @@ def check_output(out: str | os.PathLike, inputs=(), what: str = "--output") -> P
         raise UnsafePath(f"{out}: {what} lies inside the run folder {run} (a run's files are written by `zoo run` "
                          "and `zoo eval` only); choose a path outside it")
     return out
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Every file of ``folder`` and the folder itself flushed to disk, so that a power loss after the swap
+    cannot leave the new names with empty contents."""
+    for p in folder.iterdir():
+        if p.is_file() and not p.is_symlink():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_RENAME_EXCHANGE = 2   # linux/fs.h
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one atomic step (Linux renameat2 with RENAME_EXCHANGE); False where the system or
+    the filesystem does not offer it."""
+    import ctypes
+    import sys
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    import errno
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_in(stage: Path, target: Path) -> None:
+    """Put the folder ``stage`` at ``target`` in one step; the folder that was at ``target`` (if any) ends at
+    ``stage`` (the caller removes it). A new ``target`` is a plain rename; an existing one is exchanged
+    atomically (renameat2), or, where the filesystem cannot, renamed aside first and the new one renamed in
+    (a kill between the two leaves the old folder whole, as ``STAGE.old``, beside the stage)."""
+    try:
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(stage, target)
+            stage.mkdir()           # so that the caller's cleanup has its folder, now empty
+            return
+        if _exchange(stage, target):
+            return
+        aside = stage.with_suffix(".old")
+        os.rename(target, aside)
+        os.rename(stage, target)
+        os.rename(aside, stage)
+    except OSError as e:
+        raise WriteFailed(target, e) from e
+
+
+def new_stage(target: str | os.PathLike, what: str, stage_dir: str | os.PathLike | None = None) -> Path:
+    """A new hidden folder ``.TARGET.WHAT-*.staging`` in ``stage_dir`` (default: beside ``target``; on the same
+    filesystem) to write a folder's files into before ``commit_stage`` swaps them in; stages of the same
+    target left by a kill are removed first."""
+    import shutil
+    target = Path(target)
+    parent = Path(stage_dir) if stage_dir is not None else target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for old in parent.glob(f".{target.name}.{what}-*.staging"):
+            shutil.rmtree(old, ignore_errors=True)
+        stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.{what}-", suffix=".staging"))
+        os.chmod(stage, 0o777 & ~_UMASK)
+    except OSError as e:
+        raise WriteFailed(target, e) from e
+    return stage
+
+
+def commit_stage(stage: Path, target: str | os.PathLike) -> None:
+    """The files of ``stage`` flushed to disk, the folder swapped in at ``target`` whole (``swap_in``) and the
+    old folder removed: a kill at any moment leaves the old folder or the new one."""
+    import shutil
+    target = Path(target)
+    try:
+        _fsync_folder(stage)
+    except OSError as e:
+        raise WriteFailed(target, e) from e
+    swap_in(stage, target)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_folder(target: str | os.PathLike, what: str, stage_dir: str | os.PathLike | None = None):
+    """``with staged_folder(target, "export") as stage:`` write every file of a folder into ``stage``
+    (``new_stage``); when the block ends the folder is swapped in whole (``commit_stage``). An exception or
+    a signal in the block leaves ``target`` as it was and removes the stage."""
+    import shutil
+    stage = new_stage(target, what, stage_dir)
+    try:
+        yield stage
+        commit_stage(stage, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

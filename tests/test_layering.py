@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("fit", ("train", "averaging")),                       # the loop, objectives, schedules, DDP
     ("evaluate", ("evaluation", "inference", "exported", "reuse")),   # decode-and-score, loading trained runs
     ("report", ("report", "export")),                      # tables, plots, findings from the records alone
-    ("run", ("runner", "bench")),                          # one run end to end; the benchmark
+    ("run", ("runner", "bench", "launch")),                # one run end to end; the benchmark; cluster jobs
     ("cli", ("cli", "__main__")),
 ]
 

@@ -11,6 +11,7 @@ from seq2seq_zoo.cli.bench import cmd_bench
 from seq2seq_zoo.cli.common import EXIT_USAGE
 from seq2seq_zoo.cli.compare import cmd_compare
 from seq2seq_zoo.cli.data import cmd_data
+from seq2seq_zoo.cli.launch import cmd_status
 from seq2seq_zoo.cli.listing import cmd_list
 from seq2seq_zoo.cli.parser import build_parser
 from seq2seq_zoo.cli.power import cmd_power
@@ -23,7 +24,7 @@ from seq2seq_zoo.cli.summarize import cmd_summarize
 COMMANDS = {"run": cmd_run, "report": cmd_report, "list": cmd_list, "data": cmd_data,
             "summarize": cmd_summarize, "eval": cmd_eval, "params": cmd_params, "bench": cmd_bench,
             "tune": cmd_tune, "export": cmd_export, "average": cmd_average, "power": cmd_power,
-            "compare": cmd_compare}
+            "compare": cmd_compare, "status": cmd_status}
 
 
 def keep_freed_memory() -> bool:

@@ -37,6 +37,16 @@ def _minutes(text: str) -> float:
     return v
 
 
+def _gigabytes(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GB") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of GB > 0, got {text}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="zoo", description="seq2seq-zoo: train and compare abstractive summarisation models side by side.",
@@ -75,6 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train with N data-parallel processes on this machine (DistributedDataParallel: gloo "
                         "on CPU, NCCL on GPUs); same global batch and results as one process. Several machines: "
                         "torchrun --nnodes ... --nproc-per-node N -m seq2seq_zoo run EXP")
+    _launcher_options(p)
+    _add_common(p)
+
+    p = sub.add_parser("status", help="each run's cluster job of an experiment: pending, running, requeued, done, "
+                                      "failed (its one-line error and log)",
+                       description="What became of the jobs `zoo run EXP --launcher slurm|local` submitted: one line "
+                                   "per run (done, pending, running, requeued, failed or stopped with the job's "
+                                   "one-line error and its log file, lost, not submitted). Reads the results folder "
+                                   "and Slurm's queue (squeue); needs no accounting database. Exit status 2 when a "
+                                   "job failed for a user error, 1 for another failure, else 0.")
+    p.add_argument("experiment", help="experiment TOML file, e.g. experiments/pe_ablation.toml")
+    p.add_argument("--profile", default="auto", help="the profile the runs were submitted with (run names only)")
     _add_common(p)
 
     p = sub.add_parser("report", help="rebuild tables and plots from stored run records (no training)")
@@ -295,6 +317,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _decode_source(p: argparse.ArgumentParser) -> None:
+def _launcher_options(p: argparse.ArgumentParser) -> None:
+    """zoo run's cluster options; each but --launcher and --wait is also a key of a [launcher] table (the
+    experiment file's, then the user's config), which the command line overrides (docs/cluster.md)."""
+    g = p.add_argument_group("cluster jobs", "one job per run and seed through submitit; also set in a [launcher] "
+                             "table (docs/cluster.md)")
+    g.add_argument("--launcher", choices=["inprocess", "local", "slurm"], default="inprocess",
+                   help="inprocess (default): train here, one run after another; slurm: one Slurm job per run "
+                        "and seed that still needs work (a job array), requeued and resumed when pre-empted or "
+                        "at its time limit, then a `zoo report` job; local: the same jobs on this machine, one per "
+                        "free core")
+    g.add_argument("--partition", help="sbatch --partition")
+    g.add_argument("--time", type=_positive_int, metavar="MIN",
+                   help="each job's time limit in minutes (sbatch --time; default 1440); a run still training "
+                        "then is checkpointed, requeued and resumed")
+    g.add_argument("--cpus-per-job", type=_positive_int, metavar="N", help="sbatch --cpus-per-task")
+    g.add_argument("--gpus-per-job", type=int, metavar="N", help="sbatch --gpus-per-node (with --nproc N: N GPUs)")
+    g.add_argument("--mem-gb", type=_gigabytes, metavar="GB", help="sbatch --mem, in GB")
+    g.add_argument("--account", help="sbatch --account")
+    g.add_argument("--qos", help="sbatch --qos")
+    g.add_argument("--max-parallel", type=_positive_int, metavar="N",
+                   help="at most N jobs running at once (the array's %%N; local: default one per free core)")
+    g.add_argument("--sbatch", action="append", metavar="KEY=VALUE",
+                   help="any other sbatch option, e.g. --sbatch constraint=a100 (repeatable; KEY alone: a flag)")
+    g.add_argument("--log-dir", metavar="DIR", help="submitit's job folders and logs (default "
+                                                    "RESULTS/EXPERIMENT/.jobs/logs)")
+    g.add_argument("--no-report-job", action="store_true",
+                   help="slurm: no `zoo report` job after the runs' jobs (run `zoo report` yourself)")
+    g.add_argument("--wait", action="store_true",
+                   help="slurm: wait until every job has ended and print each run's state (as `zoo status`)")
+
+
     """Where a finished run's checkpoint is decoded (zoo eval --decode, zoo tune): its data and device."""
     p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
     p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")

@@ -20,6 +20,9 @@ def cmd_run(args) -> int:
 
     if getattr(args, "dry_run", False):
         return _dry_run(args)
+    if getattr(args, "launcher", "inprocess") != "inprocess":   # one cluster job per run (cli/launch.py)
+        from seq2seq_zoo.cli.launch import cmd_launch
+        return cmd_launch(args, _experiment_of, _plan)   # the file read and the skip rules of this command
     if args.nproc > 1 and not distributed.launched():
         return distributed.launch(args.nproc, args.argv)  # torchrun re-runs this command in N workers
     ddp = distributed.setup()  # a torchrun worker joins its process group; None in one process

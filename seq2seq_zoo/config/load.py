@@ -216,6 +216,9 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     for sec in ("experiment", "defaults", "profiles", "grid"):
         if sec in raw and not isinstance(raw[sec], dict):
             raise ctx.fail(sec, f"[{sec}] must be a table")
+    if "launcher" in raw:  # how --launcher slurm|local asks for jobs (config/launcher.py)
+        from seq2seq_zoo.config.launcher import check_launcher
+        check_launcher(ctx, raw["launcher"])
     exp = raw.get("experiment", {})
     for k in exp:
         if k not in EXPERIMENT_KEYS:

@@ -51,6 +51,8 @@ TOP_DOC = {
                 "states only what it changes",
     "runs": "`[[runs]]`: one table per run; any default may be overridden",
     "grid": "`KEY = [values...]`: one run per combination, crossed with the runs",
+    "launcher": "how `zoo run EXP --launcher slurm` (or `local`) asks for its jobs (partition, time, CPUs, GPUs, "
+                "memory, account, qos, extra sbatch lines); see [cluster.md](cluster.md)",
     "findings": "`[[findings]]`: published claims judged on the results (`claim`, `metric`, `source`, `note`)",
     "decode": "`[[decode]]`: decoding variants of every run's best checkpoint (`name` and `decode.*` keys; "
               "`runs = [...]` to decode only those runs; "

@@ -174,3 +174,31 @@ def test_train_log_reader_only_raises_damaged_file(raw, cut):
             assert "train_log.jsonl" in str(e)
             return
         assert all(isinstance(r, dict) for r in rows)
+
+
+@FUZZ
+@given(parts=st.lists(st.sampled_from(["..", ".", "run", "link", "checkpoints", "in.txt", "out", "elsewhere",
+                                       "decodes", "x.jsonl"]), min_size=1, max_size=5))
+def test_output_guard_never_lets_a_write_reach_an_input_or_a_run(parts):
+    """Whatever path (with links and ``..``) a user names, ``check_output`` refuses it or it resolves to a
+    place that is neither an input of the command nor inside a run folder."""
+    from seq2seq_zoo.errors import UnsafePath
+    from seq2seq_zoo.utils.io import check_output, run_folder_of
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "a" / "b"
+        run = base / "run"
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "record.json").write_text("{}")
+        (base / "in.txt").write_text("text")
+        (base / "elsewhere").mkdir()
+        (base / "link").symlink_to(run)
+        (base / "elsewhere" / "link").symlink_to(base / "in.txt")
+        out = base.joinpath(*parts)
+        try:
+            check_output(out, inputs=[base / "in.txt"])
+        except UnsafePath as e:
+            assert "\n" not in str(e)
+            return
+        real = out.resolve()
+        assert real != (base / "in.txt").resolve() and run_folder_of(real) is None
+        assert not real.is_relative_to(run.resolve())

@@ -28,6 +28,7 @@ import numpy as np
 CONFIDENCE = 0.95
 ALPHA = 0.05
 N_RESAMPLES = 9999
+TABLE_RESAMPLES = 2000   # the tables' CIs (and every copy of them, e.g. a model card); the findings' tests use N_RESAMPLES
 RANDOM_SEED = 12345
 
 

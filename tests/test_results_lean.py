@@ -106,21 +106,25 @@ def test_split_option_errors_name_the_key(tmp_path, capsys):
     assert "split" in err and "at most 1" in err and "Traceback" not in err
 
 
-def test_findings_index_leaves_out_git_ignored_folders(tmp_path):
-    """`zoo run experiments/smoke.toml` writes results/smoke/ (git-ignored); results/FINDINGS.md is rebuilt
-    from the committed experiments only, so it does not change."""
+def test_findings_index_leaves_out_folders_git_does_not_track(tmp_path):
+    """`zoo run experiments/smoke.toml` writes results/smoke/ (git-ignored), and a user's own experiment an
+    untracked folder; results/FINDINGS.md is rebuilt from the committed experiments only, so it does not
+    change."""
+    from seq2seq_zoo.report.scope import forget
     from seq2seq_zoo.report.significance import FINDINGS_FILE, write_findings_index
     if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
         pytest.skip("no git")
     (tmp_path / ".gitignore").write_text((ROOT / ".gitignore").read_text())
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     row = {"claim": "a > b", "metric": "rouge1", "verdict": "holds", "source": "s", "flags": []}
-    for exp in ("committed_exp", "smoke"):
+    for exp in ("committed_exp", "smoke", "users_own"):
         (tmp_path / "results" / exp).mkdir(parents=True)
         (tmp_path / "results" / exp / FINDINGS_FILE).write_text(json.dumps([{**row, "claim": f"{exp} claim"}]))
+    subprocess.run(["git", "add", "results/committed_exp"], cwd=tmp_path, check=True)
+    forget()
     try:
         index = write_findings_index(tmp_path / "results")
     except (KeyError, TypeError):
         pytest.skip("findings rows need more fields in this version")
     text = index.read_text()
-    assert "committed_exp" in text and "smoke" not in text
+    assert "committed_exp" in text and "smoke" not in text and "users_own" not in text

@@ -35,7 +35,7 @@ def _perturb_test_scores(root: Path, seed: int = 0) -> int:
 
 def _chosen(root: Path) -> list[tuple]:
     return [(r["dataset"], r["task"], r["family"], r["folder"], r["run"], r["decoding"], r["validation_mean"])
-            for r in lb.choose_rows(lb.collect(root), root)]
+            for r in lb.choose_rows(lb.collect(root), root, intervals=False)]
 
 
 def _copy_committed(dest: Path, folders: list[str]) -> None:
@@ -53,11 +53,11 @@ def test_perturbed_test_scores_change_no_chosen_row_of_the_committed_results(tmp
     root = tmp_path / "results"
     _copy_committed(root, ["scst", "cpu_long/cnn_pointer", "rnn_progression"])
     before = _chosen(root)
-    assert any(run for *_, run, _, _ in [(c[:4], c[4], c[5], c[6]) for c in before])
-    tests_before = {(r["family"], r["dataset"]): r["test_mean"] for r in json.loads(lb.dumps_json(
-        lb.choose_rows(lb.collect(root), root)))}
+    assert sum(1 for c in before if c[4] is not None) >= 5
+    tests_before = {(r["family"], r["dataset"]): r["test_mean"]
+                    for r in lb.choose_rows(lb.collect(root), root, intervals=False)}
     assert _perturb_test_scores(root) > 20
-    rows = lb.choose_rows(lb.collect(root), root)
+    rows = lb.choose_rows(lb.collect(root), root, intervals=False)
     assert _chosen(root) == before
     moved = [r for r in rows if r["test_mean"] is not None and r["family"] != "LEAD"
              and abs(r["test_mean"] - tests_before[(r["family"], r["dataset"])]) > 1e-9]
@@ -71,13 +71,14 @@ def test_runs_and_variants_store_validation_and_the_choice_reads_it(tmp_path):
     runs = ('[[runs]]\nname = "a"\n\n[[runs]]\nname = "b"\nd_model = 24\n\n'
             '[[decode]]\nname = "greedy"\nmethod = "greedy"\n')
     data_dir, toml, results = trained_tiny_experiment(tmp_path, "sel", runs.replace("[[runs]]", "[[runs]]", 2))
-    rec = json.loads((results / "sel" / "a-seed1" / "record.json").read_text(encoding="utf-8"))
+    run_a = next(p.parent for p in (results / "sel").glob("a*/record.json"))
+    rec = json.loads((run_a / "record.json").read_text(encoding="utf-8"))
     val = rec["validation"]
     assert val["split"] == "validation" and val["n_examples"] == 4 and val["decode"] == rec["eval"]["decode"]
     assert 0.0 <= val["scores"]["rouge1"] <= 100.0
-    var = json.loads((results / "sel" / "a-seed1" / "decodes" / "greedy" / "record.json").read_text(encoding="utf-8"))
+    var = json.loads((run_a / "decodes" / "greedy" / "record.json").read_text(encoding="utf-8"))
     assert var["validation"]["decode"]["method"] == "greedy" and var["validation"]["n_examples"] == 4
-    rows = lb.choose_rows(lb.collect(results), results)
+    rows = lb.choose_rows(lb.collect(results), results, intervals=False)
     (row,) = [r for r in rows if r["family"] == "Transformer"]
     assert row["validation_basis"] == "decoded"
     cands = {(c["run"], c["decoding"]): c["validation_mean"] for c in row["candidates"]}
@@ -87,7 +88,7 @@ def test_runs_and_variants_store_validation_and_the_choice_reads_it(tmp_path):
     _perturb_test_scores(results, seed=1)
     assert _chosen(results) == before
     # zoo tune: the grid is stored with the run; trying a setting again replaces its row
-    run_dir = results / "sel" / "b-seed1"
+    run_dir = next(p.parent for p in (results / "sel").glob("b*/record.json"))
     for _ in range(2):
         assert run_cli(["tune", str(run_dir), "--grid", "beam_size=1,2", "--data-dir", str(data_dir),
                         "--no-progress"]) == 0
@@ -118,3 +119,26 @@ def test_no_committed_json_holds_nan():
         except ValueError as e:
             bad.append(f"{name}: {e}")
     assert not bad, "non-standard JSON (NaN/Infinity): " + "; ".join(bad[:5])
+
+
+def test_only_tracked_records_enter_the_suite_wide_reports(tmp_path):
+    """In a git work tree the leaderboard is built from the records git tracks: a user's own runs (an
+    untracked or ignored folder such as results/smoke/) never change the committed leaderboard."""
+    import subprocess
+    from seq2seq_zoo.report.scope import forget
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        return
+    src = ROOT / "results" / "inshorts_transformer"
+    for exp in ("committed_exp", "users_own"):
+        for run in ("transformer", "lead60"):
+            (tmp_path / "results" / exp / run).mkdir(parents=True)
+            for name in ("record.json", "scores.jsonl"):
+                shutil.copy(src / run / name, tmp_path / "results" / exp / run / name)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "results/committed_exp"], cwd=tmp_path, check=True)
+    forget()
+    assert {e.folder for e in lb.collect(tmp_path / "results")} == {"committed_exp"}
+    lb.write_leaderboard(tmp_path / "results")
+    board = json.loads((tmp_path / "results" / "leaderboard.json").read_text(encoding="utf-8"))
+    assert {c["folder"] for r in board["rows"] for c in r["candidates"]} == {"committed_exp"}
+    forget()

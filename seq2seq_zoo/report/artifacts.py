@@ -101,21 +101,3 @@ def write_lean(path: Path, content: dict) -> None:
     """Compact JSON (no indentation: an indented table puts every number on a line of its own)."""
     from seq2seq_zoo.utils import atomic_write_text
     atomic_write_text(path, dumps_json(content, indent=None) + "\n")
-
-
-def git_ignored(paths: list[Path]) -> set[Path]:
-    """Those of ``paths`` that git ignores (e.g. ``results/smoke/``, the first command's scratch output), so
-    that indexes of the committed results leave them out; empty outside a git work tree or without git."""
-    import subprocess
-    if not paths:
-        return set()
-    try:
-        cwd = Path(paths[0]).resolve().parent
-        res = subprocess.run(["git", "check-ignore", "--stdin", "-z"], input="\0".join(str(Path(p).resolve())
-                             for p in paths), cwd=cwd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return set()
-    if res.returncode not in (0, 1):  # 128: not a git work tree
-        return set()
-    hit = {Path(x) for x in res.stdout.split("\0") if x}
-    return {p for p in paths if Path(p).resolve() in hit}

@@ -134,8 +134,9 @@ def write_findings_index(root: Path, warn=None) -> Path | None:
     from seq2seq_zoo.utils import DamagedFile
     root = Path(root)
     files = sorted(set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}")))
-    from seq2seq_zoo.report.artifacts import git_ignored
-    files = [p for p in files if p not in git_ignored(files)]  # scratch folders (results/smoke/) stay out
+    from seq2seq_zoo.report.scope import tracked_filter
+    tracked = tracked_filter(root)   # the committed findings only: results/smoke/ and a user's own runs stay out
+    files = [p for p in files if tracked(p)]
     judged = []
     for p in files:
         try:

@@ -23,6 +23,7 @@ import numpy as np
 
 from seq2seq_zoo import stats
 from seq2seq_zoo.report import selection, significance
+from seq2seq_zoo.report.comparators import DATASET_NAMES, FAMILIES, PUBLISHED  # noqa: F401 (re-exported)
 from seq2seq_zoo.report.extras import with_decodes
 from seq2seq_zoo.report.scope import tracked_filter
 from seq2seq_zoo.report.tables import convergence
@@ -35,32 +36,6 @@ ARCHIVE_DIRS = significance.ARCHIVE_DIRS   # folders of superseded results: neve
 METRIC = "rouge1"
 HEADLINE_START = "<!-- headline:start -->"
 HEADLINE_END = "<!-- headline:end -->"
-
-# model -> family of the headline table (a model not named here is its own family)
-FAMILIES = {
-    "transformer": "Transformer", "transformer_pointer": "Transformer",
-    "gru": "recurrent", "bahdanau": "recurrent", "bilstm": "recurrent",
-    "pointer_generator": "pointer-generator",
-}
-DATASET_NAMES = {"dialogsum": "DialogSum", "samsum": "SAMSum", "gigaword": "Gigaword",
-                 "cnn_dailymail_see": "CNN (See et al.'s tokenized CNN/DailyMail, CNN stories)",
-                 "cnn_dailymail": "CNN/DailyMail", "inshorts": "Inshorts (article -> summary)",
-                 "inshorts_headline": "Inshorts (short text -> headline)"}
-# The published figure each dataset is compared with: (ROUGE-1, system, source, scorer). Scores made by
-# another ROUGE implementation are not directly comparable with this suite's rouge-score figures.
-PUBLISHED = {
-    "dialogsum": (35.91, "Transformer from scratch", "Chen et al. 2021 (DialogSum)",
-                  "the paper's own ROUGE scorer, mean over 3 references"),
-    # like for like: the suite's SAMSum models read the dialogue with a separator between turns, so the
-    # comparator is Gliwa et al.'s pointer-generator *with* separators, not their plain one (37.27)
-    "samsum": (40.08, "pointer-generator with turn separators", "Gliwa et al. 2019 (SAMSum)",
-               "the paper's own ROUGE scorer; figure as quoted in experiments/pointer_coverage.toml, unverified "
-               "against the paper's table here"),
-    "cnn_dailymail": (39.53, "pointer-generator + coverage", "See et al. 2017",
-                      "pyrouge (ROUGE-1.5.5), CNN and DailyMail, all highlights"),
-    "cnn_dailymail_see": (25.65, "pointer-generator + coverage", "the seed report on CNN stories",
-                          "the report's own ROUGE scorer, first 2 highlights"),
-}
 
 
 @dataclass

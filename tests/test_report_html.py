@@ -96,6 +96,28 @@ def test_page_and_index_written_self_contained(experiment):
     assert (results / "htmlpage" / "report.html").read_text(encoding="utf-8") == before
 
 
+def test_page_without_the_corpus_shows_the_rest(experiment):
+    """With the corpus gone (a fresh clone without data), the page still holds every summary and score,
+    and says which command fetches the sources."""
+    from seq2seq_zoo.report import extras, significance
+    from seq2seq_zoo.results import load_records
+    data_dir, results = experiment
+    exp = results / "htmlpage"
+    moved = data_dir.parent / "moved"
+    (data_dir / "dialogsum").rename(moved)
+    try:
+        records = load_records(exp)
+        rows, _ = extras.with_decodes(records)
+        html, cuts = page.build_page(exp, rows, significance.group_rows(rows), [])
+    finally:
+        moved.rename(data_dir / "dialogsum")
+    assert cuts == []
+    ds = page.unpack(html.split('id="blob">')[1].split("</script>")[0])["datasets"]["dialogsum"]
+    assert all(it[0] is None for it in ds["items"]) and len(ds["items"]) == 10
+    assert "zoo data download dialogsum" in html and "no copy statistics" in html
+    assert "by reference length (words)" in html and "by source length (words)" not in html
+
+
 # ------------------------------------------------------------------------------------- the browser
 @pytest.fixture(scope="session")
 def chromium() -> str:

@@ -136,12 +136,15 @@ def test_docs_board_from_leaderboard_json(folder, tmp_path):
     assert "old" in docs.read_text() and fig("scst:rl R-1 mean", "39.54") in docs.read_text()
     (root / "leaderboard.json").write_text(json.dumps({"rows": [
         {"dataset": "samsum", "task": None, "family": "pointer-generator", "folder": "scst", "run": "rl",
-         "decoding": "trigram-lp2", "seeds": 5, "validation_mean": 41.234, "test_mean": 42.1, "candidates": []}]}))
+         "decoding": "trigram-lp2", "seeds": 5, "validation_mean": 41.234, "test_mean": 42.1, "candidates": []},
+        {"dataset": "samsum", "task": "headline", "family": "LEAD", "folder": None, "run": None, "decoding": None,
+         "seeds": 0, "validation_mean": None, "test_mean": None, "candidates": [], "reason": "no candidate"}]}))
     assert F.fill_docs(root, docs) is True
     text = docs.read_text()
     assert "\nold\n" not in text
     assert "| samsum |  | pointer-generator | [scst](../results/scst/README.md) | `rl/trigram-lp2` | 5 | 41.23 | " \
            "42.10 ± 0.26 | [41.10, 43.10] |" in text
+    assert "| samsum | headline | LEAD | - | - | - | - | - | no candidate |" in text
     assert F.fill_docs(root, docs) is False
 
 

@@ -44,8 +44,8 @@ GROUP_FORMS = ("full", "mean", "sd", "ms", "ci", "seeds", "cell")
 CLAIM_FIELDS = ("full", "verdict", "p", "diff", "ci", "means", "seeds", "perm_p", "pooled_p")
 CELL = re.compile(r"^(?P<mean>-?[\d.]+)(?: ± (?P<sd>[\d.]+))?(?: (?P<ci>\[-?[\d.]+, -?[\d.]+\]))?$")
 # what the check for unmarked figures looks for: a mean ± sd, and a p-value
-MEAN_SD = re.compile(r"[-+]?\d+\.\d+ ?± ?\d+(?:\.\d+)?")
-P_VALUE = re.compile(r"\bp ?(?:=|<|≈|~) ?0?\.\d+")
+MEAN_SD = re.compile(r"[-+]?\d+\.\d+\s?±\s?\d+(?:\.\d+)?")
+P_VALUE = re.compile(r"\bp\s?(?:=|<|≈|~)?\s?0?\.\d+")
 
 
 class FigureError(ValueError):
@@ -213,21 +213,26 @@ def fill_notes(exp_dir: Path, warn=None) -> bool:
 
 # ------------------------------------------------------------------------------------ docs/experiments.md
 def board_markdown(board: dict, root: Path) -> str:
-    """The leaderboard's chosen rows as a table: the validation mean that chose each and the test figures
-    of its folder's table (mean ± sd over seeds, CI)."""
-    lines = ["| dataset | task | family | folder | run | seeds | validation ROUGE-1 | test ROUGE-1 | 95% CI |",
+    """The leaderboard's chosen rows as a table: the validation mean that chose each (and what it was
+    measured on) and the test figures of its folder's table (mean ± sd over seeds, CI)."""
+    lines = ["| dataset | task | family | folder | run | seeds | validation mean | test ROUGE-1 | 95% CI |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in board.get("rows", []):
+        head = f"| {r.get('dataset', '')} | {r.get('task') or ''} | {r.get('family', '')} | "
+        if not r.get("folder") or not r.get("run"):
+            lines.append(head + f"- | - | - | - | - | {r.get('reason') or 'no candidate'} |")
+            continue
         run = r["run"] + (f"/{r['decoding']}" if r.get("decoding") else "")
         try:
             rows = folder_table(Path(root) / r["folder"])
-            test, ci = group_figure(rows, run, "R-1", "ms", r["folder"]), group_figure(rows, run, "R-1", "cell", "")
-            ci = (CELL.match(ci)["ci"] if CELL.match(ci) else "") or ""
+            test = group_figure(rows, run, "R-1", "ms", r["folder"])
+            m = CELL.match(group_figure(rows, run, "R-1", "cell", r["folder"]))
+            ci = (m["ci"] if m else "") or ""
         except FigureError:
             test, ci = _num(r.get("test_mean")), ""
-        lines.append(f"| {r.get('dataset', '')} | {r.get('task') or ''} | {r.get('family', '')} | "
-                     f"[{r['folder']}](../results/{r['folder']}/README.md) | `{run}` | {r.get('seeds', '')} | "
-                     f"{_num(r.get('validation_mean'))} | {test} | {ci} |")
+        val = _num(r.get("validation_mean")) + (f" ({r['validation_basis']})" if r.get("validation_basis") else "")
+        lines.append(head + f"[{r['folder']}](../results/{r['folder']}/README.md) | `{run}` | {r.get('seeds', '')} | "
+                     f"{val} | {test} | {ci} |")
     return "\n".join(lines) + "\n"
 
 

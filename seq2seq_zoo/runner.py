@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -110,14 +112,69 @@ def load_init(model, ckpt: Path, log=print) -> dict:
     return {"checkpoint": str(ckpt), "new_parameters": missing}
 
 
+@dataclass
+class _Where:
+    """Where and how one process of a run works: the folders, this DDP rank (None in one process), whether it
+    writes (rank 0), the device, and its log and progress bars (silent on ranks > 0)."""
+    spec: RunSpec
+    out: Path
+    ckpt: Path
+    ddp: Any
+    main: bool
+    device: Any
+    log: Any
+    progress: bool
+
+
 def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool = False, progress: bool = True,
         order: int = 0, command: str | None = None, log=print) -> dict:
     """Train and evaluate one run; writes record.json and predictions.jsonl into ``out``. In a DDP run
-    (``train.distributed``) every rank trains; ranks > 0 then return None and only rank 0 writes."""
+    (``train.distributed``) every rank trains; ranks > 0 then return None and only rank 0 writes.
+    The stages: start (folders, threads, seed, device) -> prepare (the starting checkpoint, data,
+    vocabulary) -> build (embeddings, model, starting weights) -> train (or tune a baseline) -> evaluate
+    (test and validation decodes, scores, artifacts) -> record."""
     t_start = time.perf_counter()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     code = process_code_version()   # the code this process imported, not a later checkout's
-    out = inside(Path(out).parent, Path(out).name)  # a run name such as '..' writes nothing
+    w = _start(spec, out, progress, log)
+    init_ckpt, vocab, data, data_info = _prepare(w, data_dir)
+    model, params, emb_info, init_info = _build(w, vocab, data, init_ckpt)
+    st, baseline, dtype = _train(w, model, data, vocab, resume)
+    if not w.main:
+        return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
+    ev = _evaluate(w, model, data, vocab, dtype, baseline)
+    record = {
+        "experiment": spec.experiment, "run": spec.name, "order": order, "status": "done",
+        "version": __version__, "code": code, "command": command or invocation(),
+        "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
+        "params": params, "model_rules": model.model_rules(),  # the rules the tables state
+        "data": data_info, "embeddings": emb_info, "init_from": init_info,
+        "baseline": baseline,
+        "train": _train_block(w, st, baseline, dtype),
+        "lr_curve": _lr_curve(spec, model, st) if baseline is None else [],
+        "train_sample": ev["extra"]["train_sample"],
+        "eval": ev["test"],
+        "validation": ev["validation"],
+        "hardware": hardware(),
+        # this invocation only; compute_seconds sums training, validation, decoding and scoring over
+        # every invocation of a resumed run (work discarded by a crash is not counted)
+        "wall_seconds": time.perf_counter() - t_start,
+        "compute_seconds": st.train_seconds + st.val_seconds + ev["seconds"],
+    }
+    # the record's schema lives in record_schema.py (the readers use it too): a key the writer forgot or
+    # mistyped is a bug here, not a damaged file later
+    bad = record_schema.problem({"schema": record_schema.VERSION, **record}, record_schema.written_schema())
+    if bad:
+        raise RuntimeError(f"run record of {spec.name} does not fit record_schema.RECORD ({bad})")
+    write_record(w.out, record)
+    return record
+
+
+def _start(spec: RunSpec, out: Path, progress: bool, log) -> _Where:
+    """The run folder (a name such as '..' writes nothing), this rank, temporary files a kill left, the
+    threads, the seed and the device."""
+    out = inside(Path(out).parent, Path(out).name)
     ddp = distributed.current()  # None in one process; else this rank of a DDP run: only rank 0 writes
     main = ddp is None or ddp.is_main
     if not main:
@@ -129,24 +186,36 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         torch.set_num_threads(spec.train.threads)
     seed_everything(spec.seed)
     device = pick_device(spec.train.device) if ddp is None else ddp.device(pick_device(spec.train.device))
-    init_ckpt = resolve_init(spec.train.init_from, out, spec.seed) if spec.train.init_from else None
-    if init_ckpt is not None:  # a file that is not a checkpoint stops here, before data and model
+    return _Where(spec, out, ckpt, ddp, main, device, log, progress)
+
+
+def _prepare(w: _Where, data_dir: str | None):
+    """(the starting checkpoint or None, vocabulary, encoded splits, data info). A starting file that is not a
+    checkpoint, bad data settings and unknown example ids stop here, before the run folder is made."""
+    spec = w.spec
+    init_ckpt = resolve_init(spec.train.init_from, w.out, spec.seed) if spec.train.init_from else None
+    if init_ckpt is not None:
         _check_init(init_ckpt, spec.train.init_from)
     init_vocab = Vocab.load(init_ckpt.parent / "vocab.json") if init_ckpt and (init_ckpt.parent / "vocab.json").is_file() \
         else None
-    vocab, data, data_info = prepare_data(spec, data_dir, log, vocab=init_vocab)
+    vocab, data, data_info = prepare_data(spec, data_dir, w.log, vocab=init_vocab)
     # unknown eval.examples ids stop here, with the data, before training (the examples are picked after it)
     check_example_ids(spec, [e.id for e in data["train"]], [e.id for e in data["test"]])
-    ckpt.mkdir(parents=True, exist_ok=True)  # only now: bad data settings leave nothing under results/
-    if main:
-        vocab.save(ckpt / "vocab.json")
-        atomic_write_json(ckpt / "spec.json", spec.to_dict())
-    log(f"[{spec.name}] {data_info['sizes']} examples, vocabulary {len(vocab)}")
+    w.ckpt.mkdir(parents=True, exist_ok=True)  # only now: bad data settings leave nothing under results/
+    if w.main:
+        vocab.save(w.ckpt / "vocab.json")
+        atomic_write_json(w.ckpt / "spec.json", spec.to_dict())
+    w.log(f"[{spec.name}] {data_info['sizes']} examples, vocabulary {len(vocab)}")
+    return init_ckpt, vocab, data, data_info
+
+
+def _build(w: _Where, vocab: Vocab, data: dict, init_ckpt: Path | None):
+    """(model on the device, its parameter counts, pretrained-embedding info, starting-weights info). Pretrained vectors: the option
+    the model declares for them (``embeddings_option``) and their width (``embedding_dim``), models/base.py."""
+    spec, log = w.spec, w.log
     seed_everything(spec.seed)
     context = model_context(len(vocab), spec.data)
     emb_info = None
-    # pretrained vectors: the option the model declares for them (``embeddings_option``) and their width
-    # (``embedding_dim``), models/base.py
     factory = MODELS.get(spec.model)
     emb_option = getattr(factory, "embeddings_option", None)
     options = {**model_options(spec.model), **spec.model_options}
@@ -156,96 +225,93 @@ def run(spec: RunSpec, out: Path, *, data_dir: str | None = None, resume: bool =
         tc = text_config(spec.data)
         sentences = (toks for e in data["train"] for toks in (tokenize_source(e.source_text, tc),
                                                                tokenize(e.references[0], tc)))
-        with ddp.main_first() if ddp else contextlib.nullcontext():  # DDP: rank 0 fills the cache first
+        with w.ddp.main_first() if w.ddp else contextlib.nullcontext():  # DDP: rank 0 fills the cache first
             context["pretrained_embeddings"], emb_info = embeddings.resolve(emb_setting, vocab, dim, sentences,
                                                                             spec.seed)
         log(f"[{spec.name}] embeddings {emb_setting}: {emb_info['found']:,}/{emb_info['vocab']:,} vocabulary words "
             f"covered ({100 * emb_info['coverage']:.1f}%)")
         seed_everything(spec.seed)
-    model = build_model(spec.model, context, spec.model_options).to(device)
+    model = build_model(spec.model, context, spec.model_options).to(w.device)
     init_info = load_init(model, init_ckpt, log) if init_ckpt else None
     params = count_parameters(model)
     log(f"[{spec.name}] model {spec.model}: {params['total']:,} trainable parameters")
-    dtype = autocast_dtype(spec.train.precision, device)
-    if not model.trainable:  # an extractive baseline: nothing to train; it may choose options on validation
+    return model, params, emb_info, init_info
+
+
+def _train(w: _Where, model, data: dict, vocab: Vocab, resume: bool):
+    """(training state, baseline info or None, autocast dtype): the loop for a trained model, then its best
+    checkpoint (or the mean of its last epochs) loaded for decoding; an extractive baseline instead
+    chooses its options on validation (``tune``)."""
+    spec = w.spec
+    dtype = autocast_dtype(spec.train.precision, w.device)
+    if not model.trainable:
         tuned = model.tune(data["validation"])
         baseline = {"describe": model.describe() or spec.model, "upper_bound": bool(model.upper_bound),
                     "tuned": tuned, "deterministic": bool(getattr(model, "deterministic", False))}
-        st, dtype = _NoTraining(), None
-        log(f"[{spec.name}] {baseline['describe']}: nothing to train")
-    else:
-        baseline = None
-        if note := sibling_precision_note(out, spec.name, spec.seed, precision_name(dtype), spec.train.precision):
-            log(note)
-        st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=ckpt, device=device,
-                 resume=resume, progress=progress, log=log, ddp=ddp, vocab=vocab, run_dir=out)
-        if not main:
-            return None  # DDP ranks > 0: rank 0 decodes, scores and writes the results
-        # evaluate the best checkpoint
-        best = load_checkpoint(ckpt / "best.pt")
-        model.load_state_dict(best["model"])
-        if spec.train.average_last:  # decode with the mean of the last N epochs' weights
-            from seq2seq_zoo.averaging import average_run
-            model.load_state_dict(load_checkpoint(average_run(out, min(spec.train.average_last, len(st.history)),
-                                                              log=log, force=True))["model"])
+        w.log(f"[{spec.name}] {baseline['describe']}: nothing to train")
+        return _NoTraining(), baseline, None
+    if note := sibling_precision_note(w.out, spec.name, spec.seed, precision_name(dtype), spec.train.precision):
+        w.log(note)
+    st = fit(model, data["train"], data["validation"], spec.train, seed=spec.seed, ckpt_dir=w.ckpt, device=w.device,
+             resume=resume, progress=w.progress, log=w.log, ddp=w.ddp, vocab=vocab, run_dir=w.out)
+    if not w.main:
+        return st, None, dtype
+    model.load_state_dict(load_checkpoint(w.ckpt / "best.pt")["model"])
+    if spec.train.average_last:  # decode with the mean of the last N epochs' weights
+        from seq2seq_zoo.averaging import average_run
+        model.load_state_dict(load_checkpoint(average_run(w.out, min(spec.train.average_last, len(st.history)),
+                                                          log=w.log, force=True))["model"])
+    return st, None, dtype
+
+
+def _evaluate(w: _Where, model, data: dict, vocab: Vocab, dtype, baseline: dict | None) -> dict:
+    """Decode and score the test split (predictions.jsonl, scores.jsonl), the same decoding on the whole
+    validation split (what every choice between runs and decodings reads), the plots' artifacts, the
+    seeded training sample and the shown examples (examples.json). Returns {"test", "validation",
+    "extra", "seconds"}."""
+    spec, dev, out = w.spec, w.device, w.out
     per_example: dict[str, list[float]] = {}
-    preds, block, pred_ids = decode_and_score(model, data["test"], vocab, spec, spec.decode, device, dtype,
-                                              spec.eval.split, progress, return_ids=True, per_example=per_example)
+    preds, block, pred_ids = decode_and_score(model, data["test"], vocab, spec, spec.decode, dev, dtype,
+                                              spec.eval.split, w.progress, return_ids=True, per_example=per_example)
     write_predictions(out, [{"id": e.id, "prediction": p, "references": e.references}
                             for e, p in zip(data["test"], preds)])
     write_scores(out, [e.id for e in data["test"]], per_example)
-    # the same decoding on the whole validation split: what every choice between runs and decodings reads
-    val = validation_block(model, data["validation"], vocab, spec, spec.decode, device, dtype, progress)
+    val = validation_block(model, data["validation"], vocab, spec, spec.decode, dev, dtype, w.progress)
     if baseline is None:
-        _save_artifacts(model, data["test"], vocab, pred_ids, out, device, dtype, spec.data.max_tgt_len)
-    # the seeded training sample (eval.train_sample) and the shown examples -> examples.json
+        _save_artifacts(model, data["test"], vocab, pred_ids, out, dev, dtype, spec.data.max_tgt_len)
     shown = pick_examples(spec, [e.id for e in data["train"]], [e.id for e in data["test"]])
-    extra = evaluate_extras(model, data["train"], data["test"], preds, vocab, spec, spec.decode, shown, out, device,
-                            dtype, progress)
-    d_model = model.schedule_dim()
+    extra = evaluate_extras(model, data["train"], data["test"], preds, vocab, spec, spec.decode, shown, out, dev,
+                            dtype, w.progress)
+    seconds = block["decode_seconds"] + block["metric_seconds"] + extra["seconds"] \
+        + (val["decode_seconds"] + val["metric_seconds"] if val else 0.0)
+    return {"test": block, "validation": val, "extra": extra, "seconds": seconds}
+
+
+def _train_block(w: _Where, st, baseline: dict | None, dtype) -> dict:
+    """The record's "train" block: curves, best checkpoint, stops, time, precision."""
+    spec = w.spec
+    return {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
+            "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
+            "val_metric": spec.train.val_metric, "best_score": st.best_score,
+            "objective": spec.train.objective, "objective_stats": st.objective_stats,
+            "stopped_early": st.stopped_early, "stopped_by_time": st.stopped_by_time,
+            "train_seconds": st.train_seconds,
+            "val_seconds": st.val_seconds, "resumes": st.resumes,
+            "train_tokens": st.train_tokens,
+            "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9) if baseline is None else None,
+            "trainable": baseline is None,
+            "precision": "none (not trained)" if baseline else precision_name(dtype), "device": str(w.device),
+            "world_size": w.ddp.world_size if w.ddp else 1,
+            **({"decoded_with": f"mean of the last {min(spec.train.average_last, len(st.history))} "
+                               "epochs' weights (checkpoints/averaged.pt)"}
+               if spec.train.average_last and baseline is None else {})}
+
+
+def _lr_curve(spec: RunSpec, model, st) -> list[list]:
+    """[step, learning rate] at up to 200 log-spaced updates."""
     steps = max(st.step, 1)
     lr_steps = sorted(set(np.unique(np.geomspace(1, steps, num=min(steps, 200)).astype(int)).tolist()))
-    record = {
-        "experiment": spec.experiment, "run": spec.name, "order": order, "status": "done",
-        "version": __version__, "code": code, "command": command or invocation(),
-        "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "spec": spec.to_dict(), "seed": spec.seed, "profile": spec.profile, "model": spec.model,
-        "params": params, "model_rules": model.model_rules(),  # the rules the tables state
-        "data": data_info, "embeddings": emb_info, "init_from": init_info,
-        "baseline": baseline,
-        "train": {"history": st.history, "val_curve": st.val_curve, "best_val_loss": st.best_val,
-                  "best_step": st.best_step, "steps": st.step, "epochs_run": len(st.history),
-                  "val_metric": spec.train.val_metric, "best_score": st.best_score,
-                  "objective": spec.train.objective, "objective_stats": st.objective_stats,
-                  "stopped_early": st.stopped_early, "stopped_by_time": st.stopped_by_time,
-                  "train_seconds": st.train_seconds,
-                  "val_seconds": st.val_seconds, "resumes": st.resumes,
-                  "train_tokens": st.train_tokens,
-                  "tokens_per_s": st.train_tokens / max(st.train_seconds, 1e-9) if baseline is None else None,
-                  "trainable": baseline is None,
-                  "precision": "none (not trained)" if baseline else precision_name(dtype), "device": str(device),
-                  "world_size": ddp.world_size if ddp else 1,
-                  **({"decoded_with": f"mean of the last {min(spec.train.average_last, len(st.history))} "
-                                     "epochs' weights (checkpoints/averaged.pt)"}
-                     if spec.train.average_last and baseline is None else {})},
-        "lr_curve": [[s, lr_at(spec.train, s, d_model)] for s in lr_steps] if baseline is None else [],
-        "train_sample": extra["train_sample"],
-        "eval": block,
-        "validation": val,
-        "hardware": hardware(),
-        # this invocation only; compute_seconds sums training, validation, decoding and scoring over
-        # every invocation of a resumed run (work discarded by a crash is not counted)
-        "wall_seconds": time.perf_counter() - t_start,
-        "compute_seconds": st.train_seconds + st.val_seconds + block["decode_seconds"] + block["metric_seconds"]
-        + extra["seconds"] + (val["decode_seconds"] + val["metric_seconds"] if val else 0.0),
-    }
-    # the record's schema lives in record_schema.py (the readers use it too): a key the writer forgot or
-    # mistyped is a bug here, not a damaged file later
-    bad = record_schema.problem({"schema": record_schema.VERSION, **record}, record_schema.written_schema())
-    if bad:
-        raise RuntimeError(f"run record of {spec.name} does not fit record_schema.RECORD ({bad})")
-    write_record(out, record)
-    return record
+    return [[s, lr_at(spec.train, s, model.schedule_dim())] for s in lr_steps]
 
 
 class _NoTraining:

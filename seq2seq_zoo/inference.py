@@ -42,7 +42,8 @@ def run_spec(run_dir: str | Path, record: dict | None = None) -> RunSpec:
 
 def not_a_run(path: str | Path) -> None:
     """``MissingFile`` when ``path`` is not a run folder at all (missing, or an experiment's results folder:
-    it names the runs there), so that the user is not told to train a run that is not one."""
+    it names the runs there), so that the user is not told to train a run that is not one. Any other
+    folder passes: the caller names the file of a run it lacks."""
     path = Path(path)
     if not path.exists():
         raise MissingFile(f"{path}: no such folder (give a run folder, e.g. results/smoke/tiny)")
@@ -52,8 +53,7 @@ def not_a_run(path: str | Path) -> None:
     if runs:
         raise MissingFile(f"{path}: not a run but a results folder of {len(runs)} run(s); give one of them: "
                           f"{', '.join(str(path / r) for r in runs[:5])}{' ...' if len(runs) > 5 else ''}")
-    raise MissingFile(f"{path}: not a run folder (it has no record.json and no checkpoints/); give a run folder "
-                      "(e.g. results/smoke/tiny) or a folder written by `zoo export`")
+    # any other folder: the caller names the run's file it misses (checkpoints are not committed to git)
 
 
 def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:

@@ -160,3 +160,20 @@ def test_compare_refuses_a_non_finite_or_non_positive_scale():
     for scale in (float("nan"), float("inf"), 0.0, -1.0):
         with pytest.raises(UserError, match="--scale"):
             compare("x:a", "x:b", scale=scale)
+
+
+# ------------------------------------------------------------------------------------------- not a run
+@pytest.mark.parametrize("cmd", [["tune", "{p}", "--grid", "beam_size=1,2"], ["export", "{p}", "{p}/../out"],
+                                 ["average", "{p}", "--last", "1"], ["summarize", "{p}", "--file", "{p}/t.txt"]])
+def test_a_folder_that_is_not_a_run_is_named_as_such(tmp_path, capsys, cmd):
+    from conftest import run_cli
+    exp = tmp_path / "exp"
+    for r in ("a", "b"):
+        (exp / r).mkdir(parents=True)
+        (exp / r / "record.json").write_text("{}")
+    (exp / "t.txt").write_text("some text")
+    assert run_cli([c.format(p=exp) for c in cmd]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "not a run" in err and str(exp / "a") in err and "not committed" not in err
+    assert not (tmp_path / "out").exists()

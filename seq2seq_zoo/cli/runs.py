@@ -13,6 +13,8 @@ def cmd_eval(args) -> int:
     from seq2seq_zoo.metrics import evaluate
     from seq2seq_zoo.results import read_predictions
     _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
+    from seq2seq_zoo.inference import not_a_run
+    not_a_run(args.run_dir)   # an experiment's folder is named as such, with its runs
     if getattr(args, "data_dir", None):
         _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if args.rouge_unk and (args.decode is not None or args.save):
@@ -180,6 +182,8 @@ def cmd_tune(args) -> int:
     from seq2seq_zoo.evaluation import parse_grid, tune_decoding, tune_table
     from seq2seq_zoo.inference import run_spec
     _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
+    from seq2seq_zoo.inference import not_a_run
+    not_a_run(args.run_dir)   # an experiment's folder is named as such, with its runs
     if args.data_dir:
         _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     grid = parse_grid(args.grid)
@@ -203,7 +207,9 @@ def cmd_export(args) -> int:
 
 def cmd_average(args) -> int:
     from seq2seq_zoo.averaging import average_run
+    from seq2seq_zoo.inference import not_a_run
     _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    not_a_run(args.run_dir)   # an experiment's folder is named as such, with its runs
     average_run(Path(args.run_dir), args.last, force=args.force)
     return 0
 

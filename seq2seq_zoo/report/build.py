@@ -273,5 +273,8 @@ def _build(exp_dir: Path, warn, only_plots: tuple[str, ...] | None = None) -> li
     atomic_write_text(exp_dir / "README.md", readme)
     written.append(exp_dir / "README.md")
     from seq2seq_zoo.report import html   # report.html: the page to read outputs in a browser (not committed)
-    written.append(html.write_page(exp_dir, rows, groups, judged))
+    try:
+        written.append(html.write_page(exp_dir, rows, groups, judged))
+    except (OSError, ValueError, KeyError, TypeError) as e:   # the tables above stand; the page is named as missing
+        warn(f"{exp_dir / html.PAGE_FILE}: not written ({type(e).__name__}: {e})")
     return written

@@ -82,7 +82,8 @@ def load_sources(rows: list[dict]) -> dict[str, dict]:
 
 
 def _round(x: float | None, d: int = 1) -> float | None:
-    return None if x is None or not np.isfinite(x) else round(float(x), d)
+    """``x`` rounded to ``d`` decimals; None for a missing or non-finite value (the page's JSON is standard)."""
+    return None if x is None or not np.isfinite(float(x)) else round(float(x), d)
 
 
 def cut_words(text: str, n: int) -> tuple[str, bool]:
@@ -162,9 +163,9 @@ def attention_maps(runs: list[dict]) -> dict:
             out.setdefault(run["label"], {})[str(row["seed"])] = {
                 "example_id": str(a.get("example_id")), "source_tokens": a.get("source_tokens") or [],
                 "source_len": a.get("source_len"), "tokens": a.get("predicted_tokens") or a.get("output_tokens") or [],
-                "p_gen": [round(float(v), 3) for v in a["p_gen"]] if a.get("p_gen") else None,
+                "p_gen": [_round(v, 3) for v in a["p_gen"]] if a.get("p_gen") else None,
                 "cross": a.get("cross_attention"), "note": a.get("note", ""),
-                "maps": {k: [[round(float(v), 2) for v in row_] for row_ in m] for k, m in a["maps"].items()}}
+                "maps": {k: [[_round(v, 2) or 0.0 for v in row_] for row_ in m] for k, m in a["maps"].items()}}
     return out
 
 
@@ -269,7 +270,7 @@ def curves(runs: list[dict]) -> list[dict]:
             n = min(len(h) for h in hs)
             ys = [[h[i].get(yk) for i in range(n)] for h in hs]
             pts = [(hs[0][i][xk], float(np.mean([y[i] for y in ys]))) for i in range(n)
-                   if all(y[i] is not None for y in ys)]
+                   if all(y[i] is not None and np.isfinite(y[i]) for y in ys)]
             if pts:
                 series.append({"label": run["label"], "points": pts, "seeds": len(hs)})
         if series:
@@ -281,12 +282,14 @@ def curves(runs: list[dict]) -> list[dict]:
             if not rows:
                 continue
             metric = rows[0]["train"].get("val_metric") or "rouge1"
+            if metric == "loss":   # validated on loss alone: in the loss chart
+                continue
             pts: dict[int, list] = {}
             for r in rows:
                 for p in r["train"][key]:
                     v = p.get(f"val_{metric}")
                     if v is not None:
-                        pts.setdefault(p["step"], []).append(float(v) * (100 if v <= 1 else 1))
+                        pts.setdefault(p["step"], []).append(100 * float(v))   # stored as a fraction
             if pts:
                 series.append({"label": run["label"], "points": [(s, float(np.mean(v))) for s, v in sorted(pts.items())],
                                "seeds": len(rows)})

@@ -274,7 +274,7 @@ by source length, filter by a least difference or a text search. In a summary, <
 phrase</span><span class="w copied">copied word</span><span class="w novel">novel word</span><span class="w unk">&lt;unk&gt;</span><span class="w rep">repeated trigram</span></span>;
 in the source, the words run A copied. A word is copied when its lowercase form occurs in the source (no stemming);
 a copied phrase is three words in a row found in that order in the source.</p>
-<div class="controls">
+<section id="sbs"><div class="controls">
 <label>dataset <select id="dataset"></select></label>
 <label>A <select id="runA"></select><select id="seedA"></select></label>
 <label>B <select id="runB"></select><select id="seedB"></select></label>
@@ -287,7 +287,7 @@ a copied phrase is three words in a row found in that order in the source.</p>
 </div>
 <p class="note" id="srcnote"></p><p id="summary"></p>
 <p id="loading">Loading the embedded data…</p>
-<div id="examples"></div>
+<div id="examples"></div></section>
 <h2 id="model">Inside the model</h2>
 <div id="attention"><div class="controls"><label>run <select id="attRun"></select></label><label><select id="attSeed"></select></label>
 <label>map <select id="attMap"></select></label><label>show <select id="attKind"><option value="attention">attention</option><option value="coverage">coverage</option></select></label></div>

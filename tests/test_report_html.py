@@ -201,6 +201,14 @@ def test_page_in_chromium(experiment, browser_page, tmp_path):
         assert got == marks.source_marks(src[i], tf1[i])
     assert any(m.startswith(("copied", "span")) for i in least for m in marks.summary_marks(src[i], lead[i]))
 
+    # any other run, with the seed chosen beside it
+    pg.select_option("#runA", "lead")
+    pg.check('#others input[data-run="tf"]')
+    pg.select_option('#others select[data-seedfor="tf"]', "2")
+    tf2 = _preds(exp / "tf-seed2")
+    i = _shown(pg)[0]
+    assert pg.inner_text(f'article.ex[data-id="{i}"] .sum[data-run="tf"][data-seed="2"] .txt').strip() == tf2[i].strip()
+
     # search filters, the attention view draws, and nothing was fetched or went wrong
     pg.fill("#search", "nothing-matches-this")
     assert _shown(pg) == []

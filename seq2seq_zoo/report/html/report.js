@@ -99,7 +99,9 @@ function setupControls() {
   if (d.b) $("runB").value = d.b; else if (runs.length > 1) $("runB").selectedIndex = 1;
   fillSeeds($("seedA"), $("runA").value, true); fillSeeds($("seedB"), $("runB").value, true);
   const others = $("others");
-  others.innerHTML = runs.map(r => `<label><input type="checkbox" data-run="${esc(r.label)}"> ${esc(r.label)}</label>`).join(" ");
+  others.innerHTML = runs.map(r => `<label><input type="checkbox" data-run="${esc(r.label)}"> ${esc(r.label)}`
+    + (r.seeds.length > 1 ? ` <select data-seedfor="${esc(r.label)}">${r.seeds.filter(s => s in DATA.outputs[r.label]).map(s => `<option value="${s}">seed ${s}</option>`).join("")}</select>` : "")
+    + `</label>`).join(" ");
   const note = META.datasets[ds].note;
   $("srcnote").textContent = note || "";
 }
@@ -155,7 +157,7 @@ function render() {
       <header><b>${esc(ex.ids[i])}</b> · source ${ex.srclen[i] ?? "?"} words · ${esc($("metric").selectedOptions[0].text)} difference A − B: <b class="diff">${d === null ? "n/a" : d.toFixed(1)}</b></header>
       <div class="cols"><div class="src"><h4>source <small>(words copied by A highlighted)</small></h4><div class="txt">${srcHtml}</div></div>
       <div class="outs"><h4>reference${ex.refs[i].length > 1 ? "s" : ""}</h4>${ex.refs[i].map(r => `<div class="ref txt">${esc(r)}</div>`).join("")}
-      <h4>summaries</h4>${renderSummary(a, sa, i, src, sa)}${b !== a ? renderSummary(b, sb, i, src, sb) : ""}${extra.map(r => renderSummary(r, "mean", i, src, null)).join("")}</div></div></article>`;
+      <h4>summaries</h4>${renderSummary(a, sa, i, src, sa)}${b !== a ? renderSummary(b, sb, i, src, sb) : ""}${extra.map(r => renderSummary(r, otherSeed(r), i, src, null)).join("")}</div></div></article>`;
   }).join("");
   $("examples").innerHTML = html || "<p>No example matches.</p>";
   $("summary").innerHTML = summaryLine(ex, a, sa, b, sb);
@@ -176,6 +178,11 @@ function summaryLine(ex, a, sa, b, sb) {
     txt += ` Words of A's summaries: ${cop(a, sa)}; of B's: ${cop(b, sb)} (mean over summaries; the seed shown).`;
   }
   return txt;
+}
+
+function otherSeed(label) {  // the seed chosen beside a run's "also show" box (its first seed by default)
+  const sel = [...document.querySelectorAll("#others select")].find(x => x.dataset.seedfor === label);
+  return sel ? sel.value : "mean";
 }
 
 function refresh(resetPage) { order(); if (resetPage) state.page = 0; render(); }

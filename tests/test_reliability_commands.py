@@ -174,15 +174,20 @@ def test_a_kill_while_a_decoding_variant_is_written_leaves_the_old_one_whole(don
     from seq2seq_zoo.errors import Preempted
     run = tmp_path / "R7" / "rel" / "tiny"
     shutil.copytree(done["run"], run)
-    args = ["eval", run, "--decode", "beam_size=1", "--name", "g", "--no-progress"]
-    assert main_captured(args).rc == 0
+    assert main_captured(["eval", run, "--decode", "beam_size=1", "--name", "g", "--no-progress"]).rc == 0
     before = _snapshot(run / "decodes")
 
     def killed(*a, **k):
         raise Preempted()
     monkeypatch.setattr(evaluation, "write_record", killed)
-    assert main_captured(args + ["--force"]).rc == 143
+    # other settings under the same name: other predictions (at most 2 tokens), then killed before the record
+    assert main_captured(["eval", run, "--decode", "beam_size=1,max_len=2", "--name", "g", "--no-progress",
+                          "--force"]).rc == 143
     assert _snapshot(run / "decodes") == before
+    monkeypatch.undo()
+    assert main_captured(["eval", run, "--decode", "beam_size=1,max_len=2", "--name", "g", "--no-progress",
+                          "--force"]).rc == 0
+    assert _snapshot(run / "decodes")["g/predictions.jsonl"] != before["g/predictions.jsonl"]  # the check can fail
 
 
 # ------------------------------------------------------------------------------------------- average

@@ -14,6 +14,7 @@ calls before the tests, so that the install is not part of the tests' time).
 """
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import signal
@@ -108,7 +109,7 @@ class SlurmCluster:
         self.conf.write_text("\n".join([
             "ClusterName=zootest",
             f"SlurmctldHost={self.node}(127.0.0.1)",
-            "SlurmUser=root", "SlurmdUser=root",
+            f"SlurmUser={getpass.getuser()}", f"SlurmdUser={getpass.getuser()}",
             f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
             "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.socket}",
             f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",

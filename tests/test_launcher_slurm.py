@@ -38,7 +38,12 @@ def slurm(tmp_path_factory):
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
     with pytest.MonkeyPatch.context() as mp:
         try:
-            cluster.start()
+            try:
+                cluster.start()
+            except RuntimeError as e:
+                if os.environ.get("CI", "").lower() == "true":
+                    raise
+                pytest.skip(f"a one-node Slurm does not start here: {str(e).splitlines()[0]}")
             for k, v in cluster.env.items():
                 mp.setenv(k, v)
             yield cluster

@@ -25,6 +25,8 @@ from ``results/leaderboard.json`` (left as it is when that file is absent).
 The file is rewritten (atomically) only when a figure changed, so rebuilding unchanged records leaves the
 checkout untouched. The values are read back from the generated files rather than recomputed: the note
 then shows exactly what the table next to it shows, and checking every committed note takes no bootstrap.
+Written here rather than with a template engine: a template renders a file from a separate source, while a
+note is edited by hand and must keep every byte outside its markers as it is.
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -29,8 +28,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from seq2seq_zoo.config import (DEFAULT_DECODE_NAME, DecodeConfig, RunSpec, decode_too_long,
-                                parse_decode_overrides)
+from seq2seq_zoo.config import (DEFAULT_DECODE_NAME, DecodeConfig, RunSpec, decode_dict, decode_too_long,
+                                decode_with, parse_decode_overrides)
 from seq2seq_zoo.config.decoding import describe
 from seq2seq_zoo.data.batching import Encoded, bucket_batches, encode_examples, iterate
 from seq2seq_zoo.data.corpora import resolve_data_dir
@@ -43,8 +42,9 @@ from seq2seq_zoo.inference import load_trained_run, run_spec
 from seq2seq_zoo.metrics import evaluate
 from seq2seq_zoo.names import NAME_MAX, check_name, inside_run
 from seq2seq_zoo.utils.io import commit_stage, new_stage
+from seq2seq_zoo.decode import is_int8
 from seq2seq_zoo.models.fast.kernels import packed_linear_weights
-from seq2seq_zoo.precision import autocast, autocast_dtype
+from seq2seq_zoo.precision import autocast, autocast_dtype, int8_linears
 from seq2seq_zoo.registry import did_you_mean
 from seq2seq_zoo.results import write_predictions, write_record, write_scores
 from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, hardware, invocation, pick_device
@@ -107,8 +107,10 @@ def decode_split(model, data: list[Encoded], vocab, cfg: DecodeConfig, device, d
     pred_ids: dict[int, list[int]] = {}
     batches = bucket_batches(data, cfg.batch_size, shuffle=False)
     rows = cfg.batch_size * (1 if cfg.method == "greedy" else cfg.beam_size)
-    # weights packed once for the whole split (``generate`` then finds them packed and keeps them)
-    with torch.no_grad(), autocast(device, dtype), packed_linear_weights(model, rows):
+    # weights packed (or quantised, decode.precision = "int8") once for the whole split (``generate`` then
+    # finds them so and keeps them)
+    with torch.no_grad(), autocast(device, dtype), int8_linears(model, is_int8(cfg)), \
+            packed_linear_weights(model, rows):
         for _, batch in tqdm(iterate(data, batches), total=len(batches), desc="decoding",
                              disable=None if progress else True, leave=False):
             batch.to(device)
@@ -177,7 +179,7 @@ def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: Deco
     copying = copy_stats(model, data, ids, len(vocab), device, dtype, cfg.batch_size)  # p_gen, copied OOVs
     t1 = time.perf_counter()
     scores, settings = score(preds, [e.references for e in data], spec, device, per_example)
-    block = {"split": split, "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
+    block = {"split": split, "n_examples": len(preds), "decode": decode_dict(cfg), "scores": scores,
              "settings": settings, "copying": copying, "decode_seconds": decode_s,
              "metric_seconds": time.perf_counter() - t1}
     return (preds, block, ids) if return_ids else (preds, block)
@@ -196,7 +198,7 @@ def validation_block(model, data: list[Encoded], vocab, spec: RunSpec, cfg: Deco
     t1 = time.perf_counter()
     scores, settings = evaluate(preds, [e.references for e in data], ["rouge"], stemmer=spec.eval.rouge_stemmer,
                                 rouge_unk=getattr(spec.eval, "rouge_unk", "match"))
-    return {"split": "validation", "n_examples": len(preds), "decode": dataclasses.asdict(cfg), "scores": scores,
+    return {"split": "validation", "n_examples": len(preds), "decode": decode_dict(cfg), "scores": scores,
             "settings": settings, "decode_seconds": t1 - t0, "metric_seconds": time.perf_counter() - t1}
 
 
@@ -236,7 +238,7 @@ def evaluate_extras(model, train: list[Encoded], eval_data: list[Encoded], eval_
     atomic_write_json(Path(out) / EXAMPLES_FILE, {
         "selection": (f"eval.examples = {spec.eval.examples}" if spec.eval.examples is not None else
                       f"{spec.eval.examples_per_split} per split drawn with the fixed seed {EXAMPLE_SEED}"),
-        "decode": dataclasses.asdict(cfg), "examples": rows})
+        "decode": decode_dict(cfg), "examples": rows})
     return {"train_sample": block, "seconds": time.perf_counter() - t0}
 
 
@@ -260,7 +262,7 @@ def _load_eval_data(spec: RunSpec, vocab, data_dir: str | None, config_dir: str 
 
 
 def _same(old: dict, cfg: DecodeConfig, run_rec: dict, spec: RunSpec) -> bool:
-    return (old.get("eval", {}).get("decode") == dataclasses.asdict(cfg)
+    return (old.get("eval", {}).get("decode") == decode_dict(cfg)
             and old.get("run_finished") == run_rec.get("finished")
             and old.get("train_sample_fraction", 0.0) == spec.eval.train_sample)
 
@@ -289,11 +291,11 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     for order, (name, over) in enumerate(variants, order_base):
         if name == DEFAULT_DECODE_NAME:
             raise ConfigError(f"decode name '{name}' is reserved for the run's own decoding; choose another")
-        cfg = dataclasses.replace(spec.decode, **over)
+        cfg = decode_with(spec.decode, over)
         too_long = decode_too_long(cfg, spec.data)
         if too_long:
             raise ConfigError(f"decode '{name}' of run '{name_run}': {too_long}")
-        if cfg == spec.decode:  # e.g. a sweep's "greedy" for a run that already decodes greedily
+        if decode_dict(cfg) == decode_dict(spec.decode):  # e.g. a sweep's "greedy" for a greedy run
             log(f"[{name_run}] decode '{name}' is the run's own decoding; no extra row")
             continue
         old_path = run_dir / DECODES_DIR / name / "record.json"
@@ -303,7 +305,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
                 log(f"[{name_run}] decode '{name}' already done ({old_path}); skipping")
                 continue
             if on_change == "error" and old.get("run_finished") == run_rec.get("finished"):
-                was, now = old["eval"]["decode"], dataclasses.asdict(cfg)
+                was, now = old["eval"]["decode"], decode_dict(cfg)
                 diff = ", ".join(f"{k} {was.get(k)} -> {v}" for k, v in now.items() if was.get(k) != v)
                 raise ConfigError(f"{old_path}: decode '{name}' of run '{name_run}' exists with other settings "
                                   f"({diff or 'training sample changed'}); choose another --name or pass --force "
@@ -325,7 +327,7 @@ def run_decodes(run_dir: str | Path, variants: list[tuple[str, dict[str, Any]]],
     shown, n_train, train_enc, sample, test, valid = _load_eval_data(spec, vocab, data_dir, config_dir)
     written = []
     for name, over, cfg, order in todo:
-        log(f"[{name_run}] decode '{name}': {describe(dataclasses.asdict(cfg))}")
+        log(f"[{name_run}] decode '{name}': {describe(decode_dict(cfg))}")
         final = inside_run(run_dir, DECODES_DIR, name)
         out = new_stage(final, "decode", run_dir)   # written whole, then swapped in (a kill: old or new)
         per_example: dict[str, list[float]] = {}
@@ -405,7 +407,7 @@ def tune_decoding(run_dir: str | Path, grid: list[dict[str, Any]], *, data_dir: 
     spec = run_spec(run_dir, run_rec)
     cfgs = []
     for over in grid:
-        cfg = dataclasses.replace(spec.decode, **over)
+        cfg = decode_with(spec.decode, over)
         too_long = decode_too_long(cfg, spec.data)
         if too_long:
             raise ConfigError(f"--grid {over}: {too_long}")
@@ -432,7 +434,7 @@ def tune_decoding(run_dir: str | Path, grid: list[dict[str, Any]], *, data_dir: 
         preds = decode_split(model, data, trained.vocab, cfg, dev, dtype, progress)
         sc, _ = evaluate(preds, refs, ["rouge"], stemmer=spec.eval.rouge_stemmer,
                          rouge_unk=getattr(spec.eval, "rouge_unk", "match"))
-        row = {"settings": over, "decode": dataclasses.asdict(cfg), "n_examples": len(preds),
+        row = {"settings": over, "decode": decode_dict(cfg), "n_examples": len(preds),
                **{k: sc[k] for k in ("rouge1", "rouge2", "rougeL", "pred_len")}}
         log(f"{', '.join(f'{k}={v}' for k, v in over.items())}: ROUGE-1 {row['rouge1']:.2f}")
         rows.append(row)

@@ -1,7 +1,6 @@
 """Load a trained run (``zoo summarize``, ``zoo eval --decode``) and summarise raw text with it."""
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,12 +146,12 @@ class Summarizer:
     def _decode_cfg(self, beam_size, max_len):
         """The run's decode settings with ``beam_size``/``max_len`` changed, checked by the experiment
         file's rules (types, ranges, at most the longest target the model is built for) before any work."""
-        from seq2seq_zoo.config.schema import DecodeConfig, decode_too_long
+        from seq2seq_zoo.config.schema import DecodeConfig, decode_too_long, decode_with
         from seq2seq_zoo.config.values import _build
         from seq2seq_zoo.errors import ConfigError
         over = {k: v for k, v in {"beam_size": beam_size, "max_len": max_len}.items() if v is not None}
         _build(DecodeConfig, over, "decode", "<arguments>")
-        cfg = dataclasses.replace(self.spec.decode, **over)
+        cfg = decode_with(self.spec.decode, over)
         too_long = decode_too_long(cfg, self.spec.data)
         if too_long:
             raise ConfigError(f"max_len: {too_long}")

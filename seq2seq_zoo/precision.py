@@ -3,6 +3,7 @@ training loop, data-parallel training, decoding and evaluation."""
 from __future__ import annotations
 
 import contextlib
+import weakref
 import functools
 import json
 from pathlib import Path
@@ -98,3 +99,61 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
         stack.enter_context(torch.autocast(device_type="cpu", dtype=dtype))
         return stack
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+DECODE_PRECISIONS = ("auto", "int8")   # decode.precision: the run's own precision, or int8 linear layers
+
+
+_INT8: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # nn.Linear -> (weight stamp, packed int8)
+
+
+def _int8_packed(m: torch.nn.Linear):
+    """``m``'s weight quantised to int8 per output channel (symmetric: scale = max |w| / 127.5, as
+    torch.ao's per-channel weight observer) and packed for fbgemm, cached until the weight changes."""
+    stamp = (m.weight.data_ptr(), m.weight._version, None if m.bias is None else m.bias._version)
+    hit = _INT8.get(m)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    import warnings
+    w = m.weight.detach().float()
+    scale = (w.abs().amax(1) / 127.5).clamp(min=1e-8).double()
+    bias = None if m.bias is None else m.bias.detach().float()
+    with warnings.catch_warnings():   # quantised tensors are deprecated in favour of torchao's, same kernels
+        warnings.simplefilter("ignore")
+        qw = torch.quantize_per_channel(w, scale, torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8)
+        packed = torch.ops.quantized.linear_prepack(qw, bias)
+    _INT8[m] = (stamp, packed)
+    return packed
+
+
+@contextlib.contextmanager
+def int8_linears(model: torch.nn.Module, enabled: bool = True):
+    """Inference with every ``nn.Linear`` of ``model`` in int8 (``decode.precision = "int8"``): PyTorch's
+    dynamic quantisation kernels (``quantized::linear_dynamic``: int8 weights per output channel,
+    activations quantised per call, fbgemm's VNNI/AVX-512 kernels on x86), the same arithmetic as
+    ``torch.ao.quantization.quantize_dynamic`` with a per-channel weight observer. Done by giving each
+    layer an instance ``forward`` for the duration (the fp32 weights stay where they are), not by
+    swapping modules as ``quantize_dynamic`` does: code that reads a layer's ``weight`` itself (the
+    recurrent models' fused attention and output kernels) keeps working, in fp32 there. Embeddings,
+    recurrent cells, attention products, layer norms and the softmax stay in fp32. The packed weights are
+    cached per layer until its weight changes, so a split decoded batch by batch quantises once. A no-op
+    when ``enabled`` is false, with grad enabled, on CUDA (no such kernels) or without fbgemm."""
+    if not enabled or torch.is_grad_enabled() or "fbgemm" not in torch.backends.quantized.supported_engines:
+        yield model
+        return
+    patched = []
+    try:
+        for m in model.modules():
+            if type(m) is not torch.nn.Linear or m.weight.device.type != "cpu" or "forward" in m.__dict__:
+                continue
+            packed = _int8_packed(m)
+
+            def forward(x, packed=packed):
+                y = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed, True)
+                return y if x.dtype == torch.float32 else y.to(x.dtype)
+            m.forward = forward
+            patched.append(m)
+        yield model
+    finally:
+        for m in patched:
+            del m.forward

@@ -92,11 +92,15 @@ DATASETS = Registry("dataset", discover="seq2seq_zoo.data")
 METRICS = Registry("metric", discover="seq2seq_zoo.metrics")
 SCHEDULES = Registry("schedule", discover="seq2seq_zoo.train.schedules")
 OBJECTIVES = Registry("objective", discover="seq2seq_zoo.train.objectives")
+# each rule a decoder applies (n-gram blocking, penalties, minimum length, ...), with the decode.* keys it
+# owns: seq2seq_zoo/decode/rules.py
+DECODING_RULES = Registry("decoding rule", discover="seq2seq_zoo.decode.rules")
 
 register_model = MODELS.register
 register_dataset = DATASETS.register
 register_schedule = SCHEDULES.register
 register_objective = OBJECTIVES.register
+register_decoding_rule = DECODING_RULES.register
 
 
 def register_metric(name: str, columns=(), order: int = 50, sentence_scores: Callable | None = None) -> Callable:
@@ -121,6 +125,31 @@ def metric_columns(flag: str | None = None) -> list:
     out = []
     for name in sorted(METRICS.names(), key=lambda n: (getattr(METRICS.get(n), "order", 50), n)):
         out += [c for c in getattr(METRICS.get(name), "columns", ()) if flag is None or getattr(c, flag)]
+    return out
+
+def decoding_rules(by: str = "order") -> list:
+    """Every registered decoding rule class (``seq2seq_zoo.decode.rules``) in chain order, or with
+    ``by="label_order"`` in the order their words take in labels and settings lines (then by name)."""
+    classes = [DECODING_RULES.get(n) for n in DECODING_RULES.names()]
+    key = (lambda c: c.order) if by == "order" else (lambda c: c.order if c.label_order is None else c.label_order)
+    return sorted(classes, key=lambda c: (key(c), c._registry_name))
+
+
+# decode.* keys of the search itself, owned by no decoding rule
+SEARCH_KEYS = ("method", "beam_size", "max_len", "batch_size")
+
+
+def decoding_rule_keys() -> dict[str, tuple[Any, Any]]:
+    """``decode.*`` key -> (the decoding rule owning it, its ``Key`` declaration). A key is owned by one
+    rule: a second rule declaring it (or a search key) is an error naming both."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for cls in decoding_rules():
+        for k, key in cls.keys.items():
+            if k in SEARCH_KEYS or k in out:
+                other = "the search itself" if k in SEARCH_KEYS else f"rule '{out[k][0]._registry_name}'"
+                raise ValueError(f"decoding rule '{cls._registry_name}' ({cls.__module__}) declares decode.{k}, "
+                                 f"which {other} owns; give it another name")
+            out[k] = (cls, key)
     return out
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq_zoo.config import LEGACY_VALUES, RunSpec, inert_settings
+from seq2seq_zoo.config.decoding import decoding_inert
 from seq2seq_zoo.errors import UserError
 from seq2seq_zoo.registry import model_options
 from seq2seq_zoo.results import read_record, write_record
@@ -62,7 +63,9 @@ def comparable(spec: dict) -> dict[str, Any]:
     for k, v in LEGACY_VALUES.items():   # a record made before the key existed ran with its old value
         if k.split(".")[0] in d and k not in flat:
             flat[k] = v
-    for k in inert_settings(flat):       # settings that cannot change this run's results
+    decode = {k.removeprefix("decode."): v for k, v in flat.items() if k.startswith("decode.")}
+    inert = inert_settings(flat) | {f"decode.{k}" for k in decoding_inert(decode)}
+    for k in inert:                      # settings that cannot change this run's results
         flat.pop(k, None)
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in flat.items()}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from seq2seq_zoo.bench.gpu import GPU_SHAPE_VARIANTS
+from seq2seq_zoo.bench.int8 import int8_markdown
 
 
 def _fmt(x, nd=0):
@@ -80,6 +81,7 @@ def markdown(report: dict[str, Any]) -> str:
         b1 = dev["decode_vs_beam"][0]["seconds"]
         for r in dev["decode_vs_beam"]:
             L.append(f"| {r['beam_size']} | {r['seconds']:.2f} | {_fmt(r['tokens_per_s'])} | {r['seconds'] / b1:.2f} |")
+        L += int8_markdown(dev.get("int8"), s)
         L += recurrent_markdown(dev, s)
         L += eole_markdown(dev.get("eole"))
         L += eval_cost_markdown(dev.get("eval_cost"))
@@ -267,7 +269,8 @@ def pointer_full_markdown(pf: dict[str, Any] | None) -> list[str]:
     for k in ("ours", "baseline"):
         if k in pf:
             r = pf[k]
-            L.append(f"| {k} ({r['package']}) | {r['cpu_s']:.3f} | {r['step_s']:.3f} | {_fmt(r['tokens_per_cpu_s'])} | "
+            at = f", commit {r['commit']}" if r.get("commit") else ""
+            L.append(f"| {k} ({r['package']}{at}) | {r['cpu_s']:.3f} | {r['step_s']:.3f} | {_fmt(r['tokens_per_cpu_s'])} | "
                      f"{r['loss']:.4f} |")
     w, e = pf["shared_work"], pf["epoch"]
     L += ["", f"Bound: the encoder LSTM forward and backward ({w['encoder_lstm_s']:.3f} s) and the output layer's three "

@@ -98,14 +98,18 @@ def measure_training(trainers: dict[str, Trainer], plan: Plan, fps: dict[str, di
 
 class OurDecoder:
     """Beam search of a registered model, forced to exactly ``length`` tokens (min_len = max_len), no
-    length penalty or n-gram blocking, in the given autocast precision."""
+    length penalty or n-gram blocking, in the given autocast precision; ``int8``: with
+    ``decode.precision = "int8"`` (linear layers in int8)."""
 
-    def __init__(self, model, batch: Batch, device, dtype, beams: int, length: int):
+    def __init__(self, model, batch: Batch, device, dtype, beams: int, length: int, int8: bool = False):
+        from seq2seq_zoo.config import decode_with
         from seq2seq_zoo.decode import generate
         self._generate = generate
         self.model, self.batch, self.device, self.dtype = model.eval(), batch.to(device), device, dtype
         self.cfg = DecodeConfig(method="beam", beam_size=beams, min_len=length, max_len=length,
                                 length_penalty=0.0, length_penalty_style="none", batch_size=batch.size)
+        if int8:
+            self.cfg = decode_with(self.cfg, {"precision": "int8"})
         self.tokens = batch.size * length
 
     def __call__(self):

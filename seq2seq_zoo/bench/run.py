@@ -34,6 +34,7 @@ import torch
 from seq2seq_zoo.bench.evalcost import measure_eval_cost
 from seq2seq_zoo.bench.flops import decode_bound, flop_params
 from seq2seq_zoo.bench.gpu import measure_gpu_shape
+from seq2seq_zoo.bench.int8 import measure_int8
 from seq2seq_zoo.bench.markdown import _fmt, markdown
 from seq2seq_zoo.bench.measure import (
     OurDecoder, Trainer, decode_vs_beam, measure_compile, measure_decoding, measure_training)
@@ -63,7 +64,7 @@ def _warm_process(device: torch.device) -> None:
 
 
 def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool, data_dir: str | None = None,
-               full_epoch: bool = False, baseline: str | None = None,
+               full_epoch: bool = False, baseline: str | None = None, int8_runs: str | None = None,
                progress: Callable[[str], None] = log) -> dict[str, Any]:
     """Every measurement on one device; returns the JSON-ready figures. ``baseline``: a checkout of another
     commit whose full-size pointer-generator update is timed against ours (``pointer_full``)."""
@@ -72,7 +73,8 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     res["default_precision"] = precision_name(default_dtype)
     gpu_shape = device.type == "cuda"
     pointer = device.type == "cpu" and plan.pointer_rounds > 0
-    stages = 7 + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples) + gpu_shape + pointer
+    stages = (7 + (device.type == "cpu") + bool(scaling) + bool(plan.compile) + bool(plan.eval_examples)
+              + gpu_shape + pointer)
     k = 0
     _warm_process(device)
 
@@ -148,6 +150,8 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
                                 OurDecoder(ours, dbatch, device, default_dtype, shape.beams, shape.dec_len)}
     if default_dtype is not None:
         decoders["ours_fp32"] = OurDecoder(ours, dbatch, device, None, shape.beams, shape.dec_len)
+    if device.type == "cpu":   # decode.precision = "int8": linear layers in int8 (no CUDA kernels)
+        decoders["ours_int8"] = OurDecoder(ours, dbatch, device, None, shape.beams, shape.dec_len, int8=True)
     if not no_peer:
         peer = peer_model(shape, device)
         decoders["peer_fp32"] = PeerDecoder(peer, dbatch, device, None, shape.beams, shape.dec_len)
@@ -156,6 +160,8 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
                                                                             shape.beams, shape.dec_len)
     probe = MatmulProbe(device, default_dtype, mm_n)
     dec = measure_decoding(decoders, plan, progress, probe=probe)
+    if "ours_int8" in dec:
+        dec["ours_int8"]["precision"] = "int8"
     for name, f in dec.items():
         progress(f"    {name}: {f['tokens_per_s']:.0f} tok/s ({f['seconds']:.2f}s)")
     res["decoding"] = dec
@@ -172,6 +178,12 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     res["decode_vs_beam"] = decode_vs_beam(ours, dbatch, device, default_dtype, plan.beam_sizes, shape.dec_len,
                                            plan.decode_iters, progress)
     progress(f"    ({time.perf_counter() - t:.0f}s)")
+
+    if device.type == "cpu":
+        t = stage(f"int8 decoding per model (beam-{shape.beams})"
+                  + (f"; ROUGE-1 change of the runs in {int8_runs}" if int8_runs else ""))
+        res["int8"] = measure_int8(shape, device, plan, default_dtype, int8_runs, progress)
+        progress(f"    ({time.perf_counter() - t:.0f}s)")
 
     # the recurrent family: the fast implementation against the reference one, in the same run
     rnn_precisions = precisions
@@ -273,7 +285,7 @@ def choose_threads(requested: int | None, load: float | None) -> tuple[int, str]
 def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices: list[str] | None = None,
               scaling: bool = True, threads: int | None = None, data_dir: str | None = None,
               full_epoch: bool = False, with_compile: bool = False, shape: Shape = PAPER, plan: Plan | None = None,
-              command: str = "zoo bench", baseline: str | None = None,
+              command: str = "zoo bench", baseline: str | None = None, int8_runs: str | None = None,
               progress: Callable[[str], None] = log) -> dict[str, Any]:
     """Run every measurement on each device and write ``out``/bench.json and ``out``/README.md."""
     from datetime import datetime, timezone
@@ -307,7 +319,7 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("--device cuda: no CUDA device is available")
         report["devices"].append(run_device(device, shape, plan, scaling=scaling, data_dir=data_dir,
-                                            full_epoch=full_epoch, baseline=baseline,
+                                            full_epoch=full_epoch, baseline=baseline, int8_runs=int8_runs,
                                             progress=progress))
     report["wall_s"] = time.perf_counter() - t0
     report["load_after"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from seq2seq_zoo.bench.int8 import int8_targets
+
 from seq2seq_zoo.bench.shapes import (
     TARGET_DECODE_VS_PEER, TARGET_EPOCH_S, TARGET_FP32_PARITY, TARGET_GPU_MFU, TARGET_POINTER_VS_BASELINE,
     TARGET_TRAIN_AIM,
@@ -41,6 +43,7 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
             row["status"] += (f"; this machine's matmul rate allows at most {ceiling:.3g}x (the least matmul work "
                               "of the call at the rate of a product timed among the decoders, against the peer's time)")
         out.append(row)
+    out += int8_targets(res, d_peer)
     gs = res.get("gpu_shape")
     if gs and gs.get("mfu"):
         out.append(_target(f"Transformer at a GPU-sized shape ({gs['params'] / 1e6:.0f}M parameters, token batches "

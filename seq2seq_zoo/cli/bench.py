@@ -9,6 +9,6 @@ def cmd_bench(args) -> int:
         check_baseline(args.baseline)
     run_bench(args.out, quick=args.quick, devices=args.device, scaling=not args.skip_scaling, threads=args.threads,
               data_dir=args.data_dir, full_epoch=args.full_epoch, with_compile=args.compile,
-              baseline=args.baseline,
+              baseline=args.baseline, int8_runs=args.int8_runs,
               command="zoo " + " ".join(args.argv))
     return 0

@@ -251,9 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="score a grid of decoding settings on the validation split of a finished run",
                        description="Decode the VALIDATION split of a finished run's best checkpoint once per "
                                    "combination of the --grid values (decode.* settings changed from the run's "
-                                   "own) and print validation ROUGE per combination, best first. Writes nothing "
-                                   "into the run: choose the decoding here, then decode the test split with "
-                                   "`zoo eval RUN --decode ...` or the experiment file.",
+                                   "own) and print validation ROUGE per combination, best first. The grid is "
+                                   "stored in the run's tune.json (every setting's validation scores), which "
+                                   "the leaderboard reads; test outputs are not touched: decode the test split "
+                                   "with `zoo eval RUN --decode ...` or the experiment file.",
                        epilog="Example:\n  zoo tune results/dialogsum_transformer/strong-seed1 "
                               "--grid beam_size=1,4 length_penalty=0.6,1.0",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -307,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="DIR",
                    help="a checkout of another commit (e.g. `git worktree add DIR <commit>`): its full-size "
                         "pointer-generator update is timed interleaved with ours")
+    p.add_argument("--int8-runs", metavar="DIR",
+                   help="a results folder of trained runs also decoded with decode.precision = \"int8\" (zoo eval "
+                        "RUN --decode precision=int8): the int8 stage reports their ROUGE-1 change")
     _debug(p)
     for name in ("run", "report", "list", "summarize", "params", "eval"):  # user models from outside the package
         sub.choices[name].add_argument(
@@ -316,7 +320,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _decode_source(p: argparse.ArgumentParser) -> None:
 def _launcher_options(p: argparse.ArgumentParser) -> None:
     """zoo run's cluster options; each but --launcher and --wait is also a key of a [launcher] table (the
     experiment file's, then the user's config), which the command line overrides (docs/cluster.md)."""
@@ -348,6 +351,7 @@ def _launcher_options(p: argparse.ArgumentParser) -> None:
                    help="slurm: wait until every job has ended and print each run's state (as `zoo status`)")
 
 
+def _decode_source(p: argparse.ArgumentParser) -> None:
     """Where a finished run's checkpoint is decoded (zoo eval --decode, zoo tune): its data and device."""
     p.add_argument("--data-dir", help="folder containing <dataset>/ (default: where the run found it)")
     p.add_argument("--device", help="decode on this device (cpu, cuda); default: the run's train.device")

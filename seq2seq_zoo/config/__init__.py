@@ -19,7 +19,7 @@ from seq2seq_zoo.config.load import (is_trainable, load_experiment, option_type_
 from seq2seq_zoo.config.schema import (CHOICES, DEFAULT_DECODE_NAME, EXPERIMENT_KEYS, LEGACY_VALUES,
                                        NOT_INHERITED, RANGES, RUN_KEYS, SAME_AS_PATTERN, SECTIONS, SEED_MAX,
                                        SEEDS_MAX, TOP_KEYS, DataConfig, DecodeConfig, EvalConfig, TrainConfig,
-                                       decode_too_long, inert_settings, toml_value)
+                                       decode_dict, decode_too_long, decode_with, inert_settings, toml_value)
 from seq2seq_zoo.config.spec import DecodeVariant, Experiment, RunSpec
 from seq2seq_zoo.config.toml_lines import parse_toml
 from seq2seq_zoo.config.values import _check_value, _type_ok
@@ -28,6 +28,6 @@ from seq2seq_zoo.errors import ConfigError
 __all__ = ["CHOICES", "DEFAULT_DECODE_NAME", "EXPERIMENT_KEYS", "LEGACY_VALUES", "NOT_INHERITED", "RANGES",
            "RUN_KEYS", "SAME_AS_PATTERN", "SECTIONS", "SEED_MAX", "SEEDS_MAX", "TOP_KEYS", "ConfigError",
            "DataConfig", "DecodeConfig", "DecodeVariant", "EvalConfig", "Experiment", "RunSpec", "TrainConfig",
-           "decode_too_long", "inert_settings", "is_trainable", "load_experiment", "option_type_problem",
+           "decode_dict", "decode_too_long", "decode_with", "inert_settings", "is_trainable", "load_experiment", "option_type_problem",
            "parse_decode_overrides", "parse_toml", "read_spec", "select_runs", "settings", "toml_value",
            "_check_value", "_type_ok"]

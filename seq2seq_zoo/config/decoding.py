@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config.schema import DEFAULT_DECODE_NAME, DecodeConfig, decode_too_long
+from seq2seq_zoo.config.schema import DEFAULT_DECODE_NAME, DecodeConfig, decode_too_long, decode_with
 from seq2seq_zoo.config.spec import DecodeVariant, RunSpec
 from seq2seq_zoo.config.toml_lines import _Where, parse_value
 from seq2seq_zoo.config.values import _build
@@ -75,7 +75,7 @@ def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec], profiles:
                            f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
         _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
         for spec in (s for s in specs if runs is None or s.group in runs):
-            too_long = decode_too_long(dataclasses.replace(spec.decode, **over), spec.data)
+            too_long = decode_too_long(decode_with(spec.decode, over), spec.data)
             if too_long:
                 raise ctx.fail(f"{label}.max_len" if "max_len" in over else label,
                                f"decode '{name}' of run '{spec.name}': {too_long}")
@@ -101,27 +101,16 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
     return over
 
 
-def lp_formula(d: dict) -> str:
-    """The exact length penalty used to rank beam hypotheses."""
-    a, style = d["length_penalty"], d["length_penalty_style"]
-    if style == "none" or a == 0:
-        return "none (score = sum of log-probs)"
-    if style == "hf":
-        return f"hf, score = sum of log-probs / len^{a}"
-    return f"gnmt, score = sum of log-probs / ((5 + len) / 6)^{a}"
-
-
 def describe(d: dict) -> str:
-    """Every decoding option in one line, the length penalty as its formula."""
-    head = "greedy" if d["method"] == "greedy" else f"beam {d['beam_size']}, length penalty {lp_formula(d)}"
-    text = (f"{head}, min_len {d['min_len']}, max_len {d['max_len']}, no_repeat_ngram {d['no_repeat_ngram']}, "
-            f"repetition_penalty {d['repetition_penalty']}")
-    if d["repetition_penalty"] != 1.0:  # records made before the rule was an option used logprob
-        text += {"keskar": " (keskar: seen tokens' logits divided by it if positive, multiplied if negative, then "
-                           "softmax; copy models, which have no logits: p^theta renormalised)",
-                 "power": " (power: seen tokens' p -> p^theta, renormalised; the same rule for every model)"}.get(
-            d.get("repetition_penalty_style", "logprob"),
-            " (logprob: seen tokens' log-probs multiplied by it, not renormalised)")
-    if d.get("coverage_penalty"):
-        text += f", coverage_penalty {d['coverage_penalty']}"
-    return text
+    """Every decoding option in one line: the method, then each registered decoding rule's words
+    (``describe`` of its class, in label order; the length penalty as its exact formula)."""
+    from seq2seq_zoo.registry import decoding_rules
+    head = "greedy" if d["method"] == "greedy" else f"beam {d['beam_size']}"
+    return ", ".join([head, *(w for c in decoding_rules("label_order") if (w := c.describe(d)))])
+
+
+def decoding_inert(d: dict) -> set[str]:
+    """decode.* keys (without the prefix) that cannot change results under the settings ``d``, as the
+    decoding rules declare (e.g. the repetition rule's style without a repetition penalty)."""
+    from seq2seq_zoo.registry import decoding_rules
+    return set().union(*(c.inert(d) for c in decoding_rules()))

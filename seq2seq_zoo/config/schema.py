@@ -3,7 +3,7 @@ keys each table of an experiment file takes. Imports nothing from the package: e
 other module may read it (the docs generator, report/configdoc.py, writes docs/configuration.md from it)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 
@@ -74,6 +74,11 @@ class TrainConfig:
 
 @dataclass
 class DecodeConfig:
+    """A decoding's settings as records hold them. The search's own keys (method, beam_size, max_len,
+    batch_size) are checked here; every other key belongs to a decoding rule (seq2seq_zoo/decode/rules.py),
+    which declares its default, range, choices and words: the fields below repeat the built-in rules'
+    defaults (a test holds them equal), and a user rule's keys are kept in ``extra`` (set by the config
+    checks, not a field: a record names them only where given)."""
     method: str = "beam"                          # beam | greedy
     beam_size: int = 4
     length_penalty: float = 1.0                   # alpha
@@ -86,6 +91,22 @@ class DecodeConfig:
                                                   # then softmax (HF; copy models: power) | logprob: lp * theta
     coverage_penalty: float = 0.0                 # beta of Wu et al. (2016); attention RNN models only
     batch_size: int = 32
+
+    def __post_init__(self):
+        self.extra: dict[str, Any] = {}           # a user decoding rule's keys (not a field: see above)
+
+
+def decode_dict(cfg: DecodeConfig) -> dict[str, Any]:
+    """A decoding's settings as records hold them: the fields, and a user rule's keys where given."""
+    return {**asdict(cfg), **cfg.extra}
+
+
+def decode_with(cfg: DecodeConfig, over: dict[str, Any]) -> DecodeConfig:
+    """``cfg`` with checked overrides ``over`` (fields and user rules' keys) applied; ``cfg`` unchanged."""
+    names = {f.name for f in fields(DecodeConfig)}
+    out = replace(cfg, **{k: v for k, v in over.items() if k in names})
+    out.extra = {**cfg.extra, **{k: v for k, v in over.items() if k not in names}}
+    return out
 
 
 @dataclass
@@ -110,11 +131,10 @@ LEGACY_VALUES = {"eval.rouge_unk": "match", "train.rl_ml_scale": "token",
 
 
 def inert_settings(flat: dict[str, Any]) -> set[str]:
-    """Flat ``section.key`` settings that cannot change a run's results given its other settings: the
-    repetition rule without a repetition penalty, SCST's ML scale and gamma ramp for another objective."""
+    """Flat ``section.key`` settings that cannot change a run's results given its other settings: SCST's ML
+    scale and gamma ramp for another objective (decode.* keys: the decoding rules' ``inert``, which
+    ``reuse`` adds)."""
     out = set()
-    if flat.get("decode.repetition_penalty", 1.0) == 1.0:
-        out.add("decode.repetition_penalty_style")
     if flat.get("train.objective", "ce") != "scst":
         out.add("train.rl_ml_scale")
         out.add("train.rl_gamma_ramp")
@@ -145,17 +165,13 @@ RANGES = {
     "max_src_len": (lambda v: 1 <= v <= 100_000, "must be >= 1 and <= 100000"),
     "max_tgt_len": (lambda v: 2 <= v <= 10_000, "must be >= 2 and <= 10000"),
     "max_len": (lambda v: 1 <= v <= 10_000, "must be >= 1 and <= 10000"),
-    "min_len": (lambda v: 0 <= v <= 10_000, "must be >= 0 and <= 10000"),
-    "no_repeat_ngram": (lambda v: 0 <= v <= 100, "must be >= 0 and <= 100 (0: off)"),
     "label_smoothing": (lambda v: 0 <= v < 1, "must be in [0, 1)"),
     "accum_steps": (lambda v: 1 <= v <= 10_000, "must be >= 1 and <= 10000"),
     "warmup": (lambda v: 1 <= v <= 10**9, "must be >= 1 and <= 1000000000"),
     "vocab_size": (lambda v: v is None or 5 <= v <= 10_000_000, "must be >= 5 and <= 10000000"),
     "min_freq": (lambda v: v >= 1, "must be >= 1"),
-    "repetition_penalty": (lambda v: v > 0, "must be > 0"),
     "train_sample": (lambda v: 0 <= v <= 1, "must be a fraction in [0, 1] (0.05 = 1/20 of the training split)"),
     "examples_per_split": (lambda v: v >= 0, "must be >= 0"),
-    "coverage_penalty": (lambda v: v >= 0, "must be >= 0"),
     "rl_gamma": (lambda v: 0 <= v <= 1, "must be in [0, 1]"),
     "rl_gamma_end": (lambda v: v is None or 0 <= v <= 1, "must be in [0, 1]"),
     "rl_gamma_ramp": (lambda v: 0 < v <= 1, "must be in (0, 1]: the fraction of the run the ramp takes"),
@@ -173,13 +189,12 @@ RANGES = {
 
 
 # the rules above and below are keyed by a section field's name and apply to that section's field only
-# (a model option of the same name is checked by the model's own ``option_rules``)
+# (a model option of the same name is checked by the model's own ``option_rules``; a decoding rule's
+# decode.* keys by the rule's own declarations)
 CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
-    "length_penalty_style": ("gnmt", "hf", "none"),
-    "repetition_penalty_style": ("power", "keskar", "logprob"),
     "rl_logp": ("sum", "mean"),
     "rl_ml_scale": ("sequence", "token"),
     "rouge_unk": ("match", "strip"),

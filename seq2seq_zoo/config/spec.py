@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config.schema import SECTIONS, DataConfig, DecodeConfig, EvalConfig, TrainConfig
+from seq2seq_zoo.config.schema import SECTIONS, DataConfig, DecodeConfig, EvalConfig, TrainConfig, decode_dict, decode_with
 from seq2seq_zoo.config.values import _build
 from seq2seq_zoo.names import run_group
 
@@ -38,7 +38,8 @@ class RunSpec:
         return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
                 "model_options": dict(self.model_options), "profile": self.profile,
                 "description": self.description, **({"same_as": self.same_as} if self.same_as else {}),
-                **{k: dataclasses.asdict(getattr(self, k)) for k in SECTIONS}}
+                **{k: decode_dict(self.decode) if k == "decode" else dataclasses.asdict(getattr(self, k))
+                   for k in SECTIONS}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
@@ -74,4 +75,4 @@ class DecodeVariant:
         return self.runs is None or spec.group in self.runs
 
     def apply(self, base: DecodeConfig) -> DecodeConfig:
-        return dataclasses.replace(base, **copy.deepcopy(self.overrides))
+        return decode_with(base, copy.deepcopy(self.overrides))

@@ -11,9 +11,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config.schema import CHOICES, RANGES, SECTIONS, SEED_MAX, SEEDS_MAX
+from seq2seq_zoo.config.schema import CHOICES, RANGES, SECTIONS, SEED_MAX, SEEDS_MAX, DecodeConfig
 from seq2seq_zoo.config.toml_lines import _Where
-from seq2seq_zoo.registry import UnknownName, did_you_mean
+from seq2seq_zoo.registry import UnknownName, decoding_rule_keys, did_you_mean
 
 
 def _type_ok(value, tp) -> bool:
@@ -43,6 +43,12 @@ def _check_value(ctx: _Where, key: str, value, section: str) -> None:
     leaf = key.split(".")[-1]
     if isinstance(value, float) and not math.isfinite(value):
         raise ctx.fail(key, f"{value!r} is not a finite number")
+    owned = decoding_rule_keys().get(leaf) if section == "decode" else None
+    if owned is not None:   # a decoding rule's key: the rule's own declaration
+        problem = owned[1].problem(value)
+        if problem:
+            raise ctx.fail(key, problem + (f".{did_you_mean(value, owned[1].choices)}" if owned[1].choices else ""))
+        return
     if leaf not in {f.name for f in dataclasses.fields(SECTIONS[section])}:
         return
     if leaf in RANGES and value is not None and isinstance(value, (int, float)):
@@ -94,14 +100,23 @@ def _build(cls, values: dict, prefix: str, ctx):
         raise ctx.fail(prefix, f"must be a table, not {type(values).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
+    # a decoding rule registered outside the package (--models PATH) brings decode.* keys of its own
+    extra = {k: object if key.default is None else type(key.default)
+             for k, (_, key) in decoding_rule_keys().items() if k not in fields} \
+        if cls is DecodeConfig else {}
     for k, v in values.items():
-        if k not in fields:
-            raise ctx.fail(f"{prefix}.{k}", f"unknown key in [{prefix}].{did_you_mean(k, fields)} "
-                           f"Valid keys: {', '.join(fields)}")
-        if not _type_ok(v, hints[k]):
-            raise ctx.fail(f"{prefix}.{k}", f"expected {_type_name(hints[k])}, got {type(v).__name__} {v!r}")
+        if k not in fields and k not in extra:
+            valid = [*fields, *extra]
+            raise ctx.fail(f"{prefix}.{k}", f"unknown key in [{prefix}].{did_you_mean(k, valid)} "
+                           f"Valid keys: {', '.join(valid)}")
+        tp = hints[k] if k in fields else (float if extra[k] is float else extra[k])
+        if not _type_ok(v, tp):
+            raise ctx.fail(f"{prefix}.{k}", f"expected {_type_name(tp)}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{prefix}.{k}", v, next(s for s, c in SECTIONS.items() if c is cls))
-    return cls(**copy.deepcopy(values))
+    out = cls(**copy.deepcopy({k: v for k, v in values.items() if k in fields}))
+    if extra:
+        out.extra = copy.deepcopy({k: v for k, v in values.items() if k in extra})
+    return out
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -113,7 +113,13 @@ def _cell(s: str) -> str:
 
 def _allowed(key: str, registries: dict[str, list[str]]) -> str:
     parts = []
-    ranges, choices = schema.RANGES, schema.CHOICES
+    ranges, choices = dict(schema.RANGES), dict(schema.CHOICES)
+    from seq2seq_zoo.registry import decoding_rule_keys   # a decoding rule's keys: its own declarations
+    for k, (_, decl) in decoding_rule_keys().items():
+        if decl.check is not None:
+            ranges[k] = decl.check
+        if decl.choices is not None:
+            choices[k] = decl.choices
     if key in ranges:
         parts.append(ranges[key][1])
     if key in choices:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from seq2seq_zoo.config.decoding import describe, lp_formula  # noqa: F401  (re-exported: decoding in words)
+from seq2seq_zoo.config.decoding import describe  # noqa: F401  (re-exported: decoding in words)
 from seq2seq_zoo.results import read_record
 
 DEFAULT = "default"   # the decode name of a run's own decoding (config.DEFAULT_DECODE_NAME)

@@ -112,20 +112,12 @@ def _varying_settings(r: dict, records: list[dict]) -> dict:
     return out
 
 
-# the repetition rule in a table label; under keskar a copy model (no logits) gets the power rule
-_REP_LABEL = {"keskar": "keskar (copy models: power)", "power": "power", "logprob": "logprob"}
-
-
 def decode_label(d: dict) -> str:
-    """Every decoding option in a few words (the exact formulas are in the settings lines)."""
-    head = "greedy" if d["method"] == "greedy" else (
-        f"beam {d['beam_size']}, lp " + ("none" if d["length_penalty_style"] == "none" or not d["length_penalty"]
-                                         else f"{d['length_penalty_style']} {d['length_penalty']}"))
-    text = (f"{head}, len {d['min_len']}-{d['max_len']}, no-repeat {d['no_repeat_ngram']}, "
-            f"rep. pen. {d['repetition_penalty']}"
-            + (f" {_REP_LABEL.get(d.get('repetition_penalty_style', 'logprob'), d.get('repetition_penalty_style'))}"
-               if d["repetition_penalty"] != 1.0 else ""))
-    return text + (f", cov. pen. {d['coverage_penalty']}" if d.get("coverage_penalty") else "")
+    """Every decoding option in a few words (the exact formulas are in the settings lines): the method,
+    then each registered decoding rule's ``label`` in label order."""
+    from seq2seq_zoo.registry import decoding_rules
+    head = "greedy" if d["method"] == "greedy" else f"beam {d['beam_size']}"
+    return ", ".join([head, *(w for c in decoding_rules("label_order") if (w := c.label(d)))])
 
 
 def params_table(records: list[dict]) -> pd.DataFrame:

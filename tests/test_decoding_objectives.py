@@ -171,7 +171,7 @@ def scst_setup(lengths, gamma=0.5, **kw):
     batch = collate(items)
     batch.references = [["r"]] * len(items)
     cfg = TrainConfig(objective="scst", rl_max_len=6, rl_gamma=gamma, **kw)
-    obj = SelfCritical(cfg=cfg, vocab=vocab)
+    obj = SelfCritical.from_config(cfg, vocab)
     obj.rewards = lambda ids, b: torch.full((ids.size(0),), 0.5)   # r(y^s) = r(y^): loss_rl is exactly 0
     return model, batch, obj
 

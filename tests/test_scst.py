@@ -16,8 +16,8 @@ from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from seq2seq_zoo.registry import MODELS, OBJECTIVES
 from seq2seq_zoo.train.loop import fit
 from seq2seq_zoo.decode import rollout
-from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, _text, scst_loss
-from seq2seq_zoo.train.rewards import RewardFunction, parse_reward
+from seq2seq_zoo.train.objectives import CrossEntropy, SelfCritical, scst_loss
+from seq2seq_zoo.train.rewards import RewardFunction, parse_reward, row_text
 
 CPU = torch.device("cpu")
 
@@ -75,7 +75,7 @@ def test_gamma_zero_is_exactly_cross_entropy():
     model.eval()
     batch = collate(data[:4])
     torch.manual_seed(1)
-    loss, stats = SelfCritical(0.1, cfg=cfg, vocab=vocab)(model, batch)
+    loss, stats = SelfCritical.from_config(dataclasses.replace(cfg, label_smoothing=0.1), vocab)(model, batch)
     ce, ce_stats = CrossEntropy(0.1)(model, batch)
     assert torch.equal(loss, ce)
     assert stats["tokens"] == ce_stats["tokens"]
@@ -83,7 +83,7 @@ def test_gamma_zero_is_exactly_cross_entropy():
 
 def test_gamma_ramp():
     vocab, _, _, cfg = setup(rl_gamma=0.9, rl_gamma_end=1.0)
-    obj = SelfCritical(cfg=cfg, vocab=vocab)
+    obj = SelfCritical.from_config(cfg, vocab)
     obj.progress = 0.0
     assert obj.gamma == pytest.approx(0.9)
     obj.progress = 0.5
@@ -91,7 +91,7 @@ def test_gamma_ramp():
     obj.progress = 2.0
     assert obj.gamma == pytest.approx(1.0)
     # rl_gamma_ramp 0.25: the same ramp in the first quarter of the run, then held at rl_gamma_end
-    held = SelfCritical(cfg=setup(rl_gamma=0.9, rl_gamma_end=1.0, rl_gamma_ramp=0.25)[3], vocab=vocab)
+    held = SelfCritical.from_config(setup(rl_gamma=0.9, rl_gamma_end=1.0, rl_gamma_ramp=0.25)[3], vocab)
     for progress, want in ((0.0, 0.9), (0.125, 0.95), (0.25, 1.0), (0.6, 1.0), (1.0, 1.0)):
         held.progress = progress
         assert held.gamma == pytest.approx(want), progress
@@ -163,12 +163,12 @@ def test_rollout_pads_after_eos_and_zeroes_logp():
 def test_reward_equals_rouge_score_on_decoded_strings():
     vocab, data, model, cfg = setup(rl_reward="0.25*rouge1+0.75*rougeL")
     batch = collate(data[:4])
-    obj = SelfCritical(cfg=cfg, vocab=vocab)
+    obj = SelfCritical.from_config(cfg, vocab)
     ids, _ = rollout(model.eval(), batch, 12, sample=True, generator=torch.Generator().manual_seed(0))
     got = obj.rewards(ids, batch)
     sc = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
     for i in range(4):
-        text = _text(vocab, ids[i].tolist(), batch.oovs[i])
+        text = row_text(vocab, ids[i].tolist(), batch.oovs[i])
         s = sc.score(batch.references[i][0], text)
         assert float(got[i]) == pytest.approx(0.25 * s["rouge1"].fmeasure + 0.75 * s["rougeL"].fmeasure, abs=1e-6)
 

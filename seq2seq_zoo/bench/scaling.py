@@ -45,8 +45,8 @@ def epoch_scaling(device: torch.device, plan: Plan, fractions=(0.25, 0.5, 1.0), 
     dtype = autocast_dtype(cfg.precision, device)
     torch.manual_seed(spec.seed)
     model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options).to(device).train()
-    train_step = TrainStep(model, OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing, cfg=cfg,
-                                                                vocab=vocab), cfg, device, dtype, lr=cfg.lr)
+    train_step = TrainStep(model, OBJECTIVES.get(cfg.objective).from_config(cfg, vocab), cfg, device, dtype,
+                           lr=cfg.lr)
 
     def step(batch):  # the loop's own update: objective, loss scaling, clipping, optimizer
         train_step(batch.to(device))

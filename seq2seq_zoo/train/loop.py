@@ -4,6 +4,7 @@ early stopping. Every registered model and objective goes through it unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import time
@@ -15,36 +16,14 @@ import torch
 from tqdm.auto import tqdm
 
 from seq2seq_zoo.config import TrainConfig
-from seq2seq_zoo.data.batching import Encoded, bucket_batches, collate, iterate
+from seq2seq_zoo.data.batching import Encoded, bucket_batches
 from seq2seq_zoo.errors import Preempted, TrainingStopped, UnsafeCheckpoint
-from seq2seq_zoo.metrics import sentence_scorer
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL, ObjectiveModule
-from seq2seq_zoo.train.objectives import Objective, _text, greedy_ids, token_losses
+from seq2seq_zoo.train.objectives import Objective
+from seq2seq_zoo.train.validation import decoded_samples, validation_loss, validation_score
 from seq2seq_zoo.utils import load_checkpoint, load_weights
-
-
-@torch.no_grad()
-def validation_loss(model, data: Sequence[Encoded], batch_size: int, device, dtype, ddp=None,
-                    max_tokens: int | None = None) -> float:
-    """Mean token NLL (no label smoothing) over a split (sharded over the ranks of a DDP run), in the
-    training batches' sizes."""
-    ddp = ddp or LOCAL
-    was = model.training
-    model.eval()
-    nll, n = 0.0, 0
-    for _, batch in iterate(data, bucket_batches(data, batch_size, max_tokens=max_tokens,
-                                                   shuffle=False)[ddp.rank::ddp.world_size]):
-        batch.to(device)
-        with autocast(device, dtype):
-            out = model(batch)
-        _, s, k = token_losses(out.log_probs.float(), batch.tgt_out)
-        nll += float(s)
-        n += k
-    model.train(was)
-    nll, n = ddp.sum(nll, n)
-    return nll / max(n, 1)
 
 
 @dataclass
@@ -161,130 +140,207 @@ def fit(model, train_data: Sequence[Encoded], val_data: Sequence[Encoded], cfg: 
     epoch, ``best.pt`` at the best validation). ``ddp``: a ``train.distributed.DDPContext`` for one rank
     of a data-parallel run (default: one process). ``vocab``: for objectives and validation metrics
     that turn ids into text (SCST, ``val_metric``). ``run_dir``: write the live logs there
-    (``run_dir/logs/``: train_log.jsonl and TensorBoard events, see ``train.runlog``)."""
-    ddp = ddp or LOCAL
-    ckpt_dir = Path(ckpt_dir)
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    dtype = autocast_dtype(cfg.precision, device)
-    d_model = model.schedule_dim()
-    objective = OBJECTIVES.get(cfg.objective)(label_smoothing=cfg.label_smoothing, cfg=cfg, vocab=vocab)
-    if cfg.val_metric != "loss" and vocab is None:
-        raise ValueError(f"train.val_metric = {cfg.val_metric!r} decodes the validation set and needs the vocabulary")
-    step = TrainStep(model, objective, cfg, device, dtype, lr=lr_at(cfg, 1, d_model))
-    st = LoopState()
-    torch.manual_seed(seed)
-    step.distribute(ddp, train_data)
+    (``run_dir/logs/``: train_log.jsonl and TensorBoard events, see ``train.runlog``).
 
-    last = ckpt_dir / "last.pt"
-    if resume and ddp.agree(last.exists()):
-        st = _resume(last, model, step, device, ddp, log)
-        st.finished = st.epoch >= cfg.epochs or st.stopped_early  # epochs may have been raised since
-        if st.finished:
-            return st
+    The stages: set up (objective, ``TrainStep``, data parallel), resume, then epoch by epoch the batches
+    (forward and backward; every ``accum_steps`` batches an update, then validation and checkpoints when
+    due), and the epoch's end (validation, ``last.pt``). Ctrl-C / SIGTERM stop at an update boundary
+    with ``last.pt`` saved."""
+    tr = _Training(model, train_data, val_data, cfg, seed, Path(ckpt_dir), device, ddp or LOCAL, vocab, log,
+                   extra_state)
+    if resume and tr.resume():
+        return tr.st                                       # finished already
+    st = tr.st
+    with _stop_signals(tr.ddp) as interrupted, tr.live_logs(run_dir):
+        model.train()
+        tr.score_starting_point()
+        while st.epoch < cfg.epochs and not st.stopped_early:
+            batches, row, bar, clock = tr.start_epoch(progress)
+            for k, batch in tr.ddp.iterate(train_data, batches, st.batch):
+                update = (k + 1) % cfg.accum_steps == 0 or k + 1 == len(batches)
+                loss = tr.forward_backward(batch, update, row, interrupted, _total_steps(cfg, len(batches)))
+                st.batch = k + 1
+                if update and tr.update(row, loss, clock):
+                    break  # max_steps, patience or time used up at a validation inside the epoch
+                clock.show_progress(bar, st, row, loss, len(batches), log)
+                if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
+                    break  # only at an update boundary, so the saved state resumes exactly
+            tr.end_epoch(row, bar, clock, len(batches), interrupted)
+    return st
 
-    def save(path: Path):
-        ddp.save({"model": model.state_dict(), "optimizer": step.optimizer.state_dict(),
-                  "scaler": step.scaler.state_dict(), "loop": st.to_dict(), "rng": torch.get_rng_state(),
-                  "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
-                  **(extra_state or {})}, path)  # DDP: rank 0 writes, with every rank's RNG state
 
-    logger = None
-    if run_dir is not None and ddp.is_main:
-        from seq2seq_zoo.train.runlog import RunLogger
-        logger = RunLogger(run_dir, step=st.step, log=log)
+class _Training:
+    """What ``fit`` holds for one run: the model, its ``TrainStep`` and objective, the loop state, the
+    checkpoint files and the run's ranks; each method is one stage of ``fit``."""
 
-    def validate() -> float:
-        return _validate(model, val_data, cfg, device, dtype, st, save, ckpt_dir, log, ddp, vocab, logger)
+    def __init__(self, model, train_data, val_data, cfg: TrainConfig, seed: int, ckpt_dir: Path, device, ddp, vocab,
+                 log, extra_state):
+        self.model, self.train_data, self.val_data, self.cfg, self.seed = model, train_data, val_data, cfg, seed
+        self.ckpt_dir, self.device, self.ddp, self.vocab, self.log = ckpt_dir, device, ddp, vocab, log
+        self.extra_state = extra_state or {}
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        self.last = ckpt_dir / "last.pt"
+        self.dtype = autocast_dtype(cfg.precision, device)
+        self.d_model = model.schedule_dim()
+        self.objective = OBJECTIVES.get(cfg.objective).from_config(cfg, vocab)
+        if cfg.val_metric != "loss" and vocab is None:
+            raise ValueError(f"train.val_metric = {cfg.val_metric!r} decodes the validation set and needs the "
+                             "vocabulary")
+        self.step = TrainStep(model, self.objective, cfg, device, self.dtype, lr=lr_at(cfg, 1, self.d_model))
+        self.st = LoopState()
+        self.logger = None
+        torch.manual_seed(seed)
+        self.step.distribute(ddp, train_data)
 
+    # ------------------------------------------------------------------------------- before the first batch
+    def resume(self) -> bool:
+        """Go on from ``last.pt`` when every rank has one; True when that run had finished already."""
+        if not self.ddp.agree(self.last.exists()):
+            return False
+        st = self.st = _resume(self.last, self.model, self.step, self.device, self.ddp, self.log)
+        st.finished = st.epoch >= self.cfg.epochs or st.stopped_early  # epochs may have been raised since
+        return st.finished
+
+    @contextlib.contextmanager
+    def live_logs(self, run_dir: Path | None):
+        """train_log.jsonl and TensorBoard events under ``run_dir/logs/`` (rank 0), closed at the end."""
+        if run_dir is not None and self.ddp.is_main:
+            from seq2seq_zoo.train.runlog import RunLogger
+            self.logger = RunLogger(run_dir, step=self.st.step, log=self.log)
+        try:
+            yield
+        finally:
+            if self.logger is not None:
+                self.logger.close()
+
+    def score_starting_point(self) -> None:
+        """Fine-tuning from a checkpoint with a decode metric: score the starting point too (the first row of
+        the seed's Table 28), and keep it as best.pt unless an update beats it."""
+        cfg, st = self.cfg, self.st
+        if cfg.init_from and cfg.val_metric != "loss" and st.step == 0 and not st.val_curve:
+            self.validate()
+            self.model.train()
+
+    # ------------------------------------------------------------------------------------- the batches
+    def start_epoch(self, progress: bool):
+        st, cfg = self.st, self.cfg
+        batches = bucket_batches(self.train_data, cfg.batch_size, max_tokens=cfg.max_tokens, seed=self.seed,
+                                 epoch=st.epoch)
+        if st.batch == 0:
+            st.history.append({"epoch": st.epoch + 1, "train_loss_sum": 0.0, "train_tokens": 0, "seconds": 0.0})
+        bar = tqdm(total=len(batches), initial=st.batch, desc=f"epoch {st.epoch + 1}/{cfg.epochs}",
+                   disable=None if progress else True, leave=False, dynamic_ncols=True)
+        return batches, st.history[-1], bar, _Clock()
+
+    def forward_backward(self, batch, update: bool, row: dict, interrupted, total_steps: int) -> float:
+        """One batch: forward, loss, backward (gradients synchronised on update batches); the loss checked
+        finite before any update, and the epoch's sums."""
+        st = self.st
+        batch.to(self.device)
+        self.objective.set_progress(st.step / max(total_steps, 1))  # e.g. SCST's gamma ramp
+        loss, stats = self.step.forward_backward(batch, update, interrupted)
+        _check_finite(loss, st, self.last)
+        row["train_loss_sum"] += loss * stats["tokens"]
+        row["train_tokens"] += stats["tokens"]
+        st.train_tokens += stats.get("batch_tokens") or batch.n_tokens()
+        st.objective_stats = self.objective.summary()
+        return loss
+
+    def update(self, row: dict, loss: float, clock: _Clock) -> bool:
+        """An optimizer update, its live log line, then validation and a checkpoint when due. True when
+        training stops here (max_steps, patience or time used up at this validation)."""
+        st, cfg = self.st, self.cfg
+        st.step += 1
+        row["lr"] = lr = lr_at(cfg, st.step, self.d_model)
+        self.step.optimizer_step(lr)
+        if self.logger is not None:
+            gn = self.step.grad_norm
+            self.logger.update(st.step, st.epoch + 1, loss, lr, None if gn is None else float(gn),
+                               st.train_tokens / max(st.train_seconds + time.perf_counter() - clock.t0, 1e-9))
+        if cfg.val_every and st.step % cfg.val_every == 0:
+            clock.t0 += self.validate()
+            if cfg.max_minutes:  # DDP: rank 0's clock decides for every rank
+                st.stopped_by_time = self.ddp.agree(_time_up(cfg, st, time.perf_counter() - clock.t0))
+        if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
+            _timed_save(st, row, clock.t0, self.save, self.last)
+            clock.t0 = time.perf_counter()
+        return bool((cfg.max_steps and st.step >= cfg.max_steps) or st.stopped_early or st.stopped_by_time)
+
+    def end_epoch(self, row: dict, bar, clock: _Clock, n_batches: int, interrupted) -> None:
+        """The epoch's time; on a stop request inside the epoch, ``last.pt`` and the stop; else the epoch's
+        row and validation (``_end_epoch``), the kept weights for averaging, ``last.pt``."""
+        st, cfg = self.st, self.cfg
+        bar.close()
+        row["seconds"] += time.perf_counter() - clock.t0
+        st.train_seconds += time.perf_counter() - clock.t0
+        if interrupted["flag"] and st.batch < n_batches:
+            self.save(self.last)
+            raise _stopped(interrupted)
+        _end_epoch(st, row, cfg, self.validate, self.log, self.ddp.agree)
+        if cfg.average_last and self.ddp.is_main:  # the weights of the last N epochs, for averaging
+            from seq2seq_zoo.averaging import keep_epoch
+            keep_epoch(self.ckpt_dir, self.model, len(st.history), cfg.average_last)
+        self.save(self.last)
+        if interrupted["flag"]:  # even after the last update: the user asked to stop
+            raise _stopped(interrupted)
+
+    # ------------------------------------------------------------------------ validation and checkpoints
+    def validate(self) -> float:
+        return _validate(self.model, self.val_data, self.cfg, self.device, self.dtype, self.st, self.save,
+                         self.ckpt_dir, self.log, self.ddp, self.vocab, self.logger)
+
+    def save(self, path: Path) -> None:
+        """Weights, optimizer, scaler, loop state and RNG states (DDP: rank 0 writes, with every rank's RNG
+        state), so a resume goes on exactly."""
+        step, device = self.step, self.device
+        self.ddp.save({"model": self.model.state_dict(), "optimizer": step.optimizer.state_dict(),
+                       "scaler": step.scaler.state_dict(), "loop": self.st.to_dict(), "rng": torch.get_rng_state(),
+                       "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
+                       **self.extra_state}, path)
+
+
+class _Clock:
+    """The epoch's training clock (validation time is taken out of it) and when a progress line was last
+    written."""
+
+    def __init__(self):
+        self.t0 = self.last_log = time.perf_counter()
+
+    def show_progress(self, bar, st: LoopState, row: dict, loss: float, n_batches: int, log) -> None:
+        self.last_log = _show_progress(bar, st, row, loss, self.t0, self.last_log, n_batches, log)
+
+
+@contextlib.contextmanager
+def _stop_signals(ddp):
+    """Ctrl-C or SIGTERM while training: the flag is set, the loop finishes the current update, saves and
+    stops (``_stopped``); the previous handlers come back at the end. Yields the flag (agreed over ranks)."""
     interrupted = ddp.interrupt_flag()  # {"flag": False}; "term": whether it was SIGTERM (on any rank)
 
-    def on_signal(signum, frame):  # Ctrl-C or SIGTERM: finish the current update, save, then stop
+    def on_signal(signum, frame):
         if signum == signal.SIGTERM:
             interrupted["term"] = True
         interrupted["flag"] = True
-
-    def stop() -> KeyboardInterrupt:  # SIGTERM (a scheduler's pre-emption) exits 143, Ctrl-C 130
-        e = Preempted() if interrupted.get("term") else KeyboardInterrupt()
-        e.together = True  # under DDP every rank raises it at the same update (the flag is agreed on)
-        return e
-
-    old_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
-        if _main_thread() else {}
-    model.train()
-    if cfg.init_from and cfg.val_metric != "loss" and st.step == 0 and not st.val_curve:
-        # fine-tuning from a checkpoint: score the starting point too (the first row of the seed's
-        # Table 28), and keep it as best.pt unless an update beats it
-        validate()
-        model.train()
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if _main_thread() else {}
     try:
-        while st.epoch < cfg.epochs and not st.stopped_early:
-            batches = bucket_batches(train_data, cfg.batch_size, max_tokens=cfg.max_tokens, seed=seed, epoch=st.epoch)
-            if st.batch == 0:
-                st.history.append({"epoch": st.epoch + 1, "train_loss_sum": 0.0, "train_tokens": 0,
-                                   "seconds": 0.0})
-            row = st.history[-1]
-            bar = tqdm(total=len(batches), initial=st.batch, desc=f"epoch {st.epoch + 1}/{cfg.epochs}",
-                       disable=None if progress else True, leave=False, dynamic_ncols=True)
-            t0 = time.perf_counter()
-            last_log = t0
-            total_steps = _total_steps(cfg, len(batches))
-            for k, batch in ddp.iterate(train_data, batches, st.batch):
-                # --- one batch: forward, loss, backward (an update every accum_steps batches)
-                batch.to(device)
-                update = (k + 1) % cfg.accum_steps == 0 or k + 1 == len(batches)
-                objective.set_progress(st.step / max(total_steps, 1))  # e.g. SCST's gamma ramp
-                loss_value, stats = step.forward_backward(batch, update, interrupted)
-                if not math.isfinite(loss_value):  # raised before the update: the weights stay as they were
-                    kept = (f"the last good checkpoint is kept in {last}" if last.exists()
-                            else "no checkpoint had been written yet")
-                    raise TrainingStopped(
-                        f"non-finite loss ({loss_value}) at epoch {st.epoch + 1}, step {st.step}; {kept}. "
-                        "Lower the learning rate or use train.precision = \"fp32\".")
-                row["train_loss_sum"] += loss_value * stats["tokens"]
-                row["train_tokens"] += stats["tokens"]
-                st.train_tokens += stats.get("batch_tokens") or batch.n_tokens()
-                st.objective_stats = objective.summary()
-                st.batch = k + 1
-                # --- an optimizer update, then validation / checkpoint when they are due
-                if update:
-                    st.step += 1
-                    row["lr"] = lr = lr_at(cfg, st.step, d_model)
-                    step.optimizer_step(lr)
-                    if logger is not None:
-                        gn = step.grad_norm
-                        logger.update(st.step, st.epoch + 1, loss_value, lr, None if gn is None else float(gn),
-                                      st.train_tokens / max(st.train_seconds + time.perf_counter() - t0, 1e-9))
-                    if cfg.val_every and st.step % cfg.val_every == 0:
-                        t0 += validate()
-                        if cfg.max_minutes:  # DDP: rank 0's clock decides for every rank
-                            st.stopped_by_time = ddp.agree(_time_up(cfg, st, time.perf_counter() - t0))
-                    if cfg.checkpoint_every and st.step % cfg.checkpoint_every == 0:
-                        _timed_save(st, row, t0, save, last)
-                        t0 = time.perf_counter()
-                    if (cfg.max_steps and st.step >= cfg.max_steps) or st.stopped_early or st.stopped_by_time:
-                        break  # patience or time used up at a validation inside the epoch: stop at this update
-                last_log = _show_progress(bar, st, row, loss_value, t0, last_log, len(batches), log)
-                if interrupted["flag"] and st.batch % cfg.accum_steps == 0:
-                    break  # only at an update boundary, so the saved state resumes exactly
-            bar.close()
-            row["seconds"] += time.perf_counter() - t0
-            st.train_seconds += time.perf_counter() - t0
-            if interrupted["flag"] and st.batch < len(batches):
-                save(last)
-                raise stop()
-            _end_epoch(st, row, cfg, validate, log, ddp.agree)
-            if cfg.average_last and ddp.is_main:  # the weights of the last N epochs, for averaging
-                from seq2seq_zoo.averaging import keep_epoch
-                keep_epoch(ckpt_dir, model, len(st.history), cfg.average_last)
-            save(last)
-            if interrupted["flag"]:  # even after the last update: the user asked to stop
-                raise stop()
+        yield interrupted
     finally:
-        for sig, handler in old_handlers.items():
+        for sig, handler in old.items():
             signal.signal(sig, handler)
-        if logger is not None:
-            logger.close()
-    return st
+
+
+def _stopped(interrupted) -> BaseException:
+    """SIGTERM (a scheduler's pre-emption) exits 143, Ctrl-C 130."""
+    e = Preempted() if interrupted.get("term") else KeyboardInterrupt()
+    e.together = True  # under DDP every rank raises it at the same update (the flag is agreed on)
+    return e
+
+
+def _check_finite(loss: float, st: LoopState, last: Path) -> None:
+    """A non-finite loss stops the run before the update: the weights stay as they were."""
+    if not math.isfinite(loss):
+        kept = f"the last good checkpoint is kept in {last}" if last.exists() else "no checkpoint had been written yet"
+        raise TrainingStopped(f"non-finite loss ({loss}) at epoch {st.epoch + 1}, step {st.step}; {kept}. "
+                              "Lower the learning rate or use train.precision = \"fp32\".")
 
 
 def _resume(last: Path, model, step: TrainStep, device: torch.device, ddp, log) -> LoopState:
@@ -410,45 +466,9 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
     return elapsed
 
 
-@torch.no_grad()
-def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> float:
-    """Mean ``cfg.val_metric`` (0-1; ROUGE: F1) of greedy decodes (up to ``cfg.rl_max_len`` tokens, and no longer
-    than the longest target) against the first reference."""
-    score = sentence_scorer([cfg.val_metric])
-    max_len = _decode_len(data, cfg)
-    total, n = 0.0, 0
-    for _, batch in iterate(data, bucket_batches(data, cfg.batch_size, max_tokens=cfg.max_tokens, shuffle=False)):
-        batch.to(device)
-        with autocast(device, dtype):
-            ids = greedy_ids(model, batch, max_len)
-        texts = [_text(vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
-        total += sum(score(texts, [r[0] for r in batch.references])[cfg.val_metric])
-        n += batch.size
-    return total / max(n, 1)
-
-
-def _decode_len(data: Sequence[Encoded], cfg: TrainConfig) -> int:
-    """``cfg.rl_max_len``, but no longer than the longest target of ``data`` (the data's max_tgt_len cut
-    bounds it, and a Transformer's decoder positions end there)."""
-    longest = max((len(e.tgt) + 1 for e in data), default=cfg.rl_max_len)  # + EOS
-    return max(1, min(cfg.rl_max_len, longest))
-
-
-@torch.no_grad()
-def decoded_samples(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, device, dtype) -> list[dict]:
-    """Greedy decodes (up to ``cfg.rl_max_len`` tokens) of a few examples, for the live logs."""
-    if not data:
-        return []
-    batch = collate(list(data)).to(device)
-    with autocast(device, dtype):
-        ids = greedy_ids(model, batch, _decode_len(data, cfg))
-    return [{"id": str(e.id), "prediction": _text(vocab, row, oovs), "reference": e.references[0]}
-            for e, row, oovs in zip(data, ids.tolist(), batch.oovs)]
-
-
 def _main_thread() -> bool:
     import threading
     return threading.current_thread() is threading.main_thread()
 
 
-__all__ = ["fit", "validation_loss", "autocast_dtype", "autocast", "TrainingStopped", "LoopState", "collate"]
+__all__ = ["fit", "validation_loss", "autocast_dtype", "TrainingStopped", "LoopState"]

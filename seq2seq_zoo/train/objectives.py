@@ -6,11 +6,11 @@ import time
 
 import torch
 
-from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID
+from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.decode import rollout
 from seq2seq_zoo.models.base import targets_for, token_losses  # noqa: F401 - the loss the objectives use
 from seq2seq_zoo.registry import register_objective
-from seq2seq_zoo.train.rewards import RewardFunction, ids_to_text
+from seq2seq_zoo.train.rewards import RewardFunction, row_text
 
 
 class Objective:
@@ -18,12 +18,19 @@ class Objective:
     scalar tensor) and ``stats`` with at least "tokens" (target tokens the loss averages over, the
     weight of this batch in the logged train loss and in data-parallel training) and "nll_sum". It
     receives the model itself, never a data-parallel wrapper: the loop runs it inside the wrapper's
-    forward. Registered objectives are built as ``cls(label_smoothing=..., cfg=TrainConfig, vocab=Vocab)``."""
+    forward. ``options`` names the ``train.*`` settings it reads: ``from_config`` builds it with
+    ``label_smoothing``, the vocabulary and those settings only, never the whole training config."""
 
     progress: float = 0.0  # share of the run done, set by the loop before each batch
+    options: tuple[str, ...] = ()   # the train.* settings this objective takes, as keyword arguments
 
-    def __init__(self, label_smoothing: float = 0.0, cfg=None, vocab=None, **_):
+    def __init__(self, label_smoothing: float = 0.0, vocab=None, **_):
         self.label_smoothing = label_smoothing
+
+    @classmethod
+    def from_config(cls, cfg, vocab=None) -> "Objective":
+        """The objective with ``cfg.label_smoothing``, ``vocab`` and the ``train.*`` settings it declares."""
+        return cls(label_smoothing=cfg.label_smoothing, vocab=vocab, **{k: getattr(cfg, k) for k in cls.options})
 
     def set_progress(self, fraction: float) -> None:
         """The loop tells the objective how far the run is (0 -> 1), e.g. for SCST's gamma ramp."""
@@ -98,21 +105,26 @@ class SelfCritical(Objective):
     with the step interface works; the loop passes it the vocabulary to turn ids into text.
     """
 
-    def __init__(self, label_smoothing: float = 0.0, cfg=None, vocab=None, **_):
+    options = ("rl_reward", "rl_gamma", "rl_gamma_end", "rl_gamma_ramp", "rl_max_len", "rl_repetition_penalty",
+               "rl_logp", "rl_ml_scale")
+
+    def __init__(self, label_smoothing: float = 0.0, vocab=None, *, rl_reward: str, rl_gamma: float,
+                 rl_gamma_end: float | None, rl_gamma_ramp: float, rl_max_len: int, rl_repetition_penalty: float,
+                 rl_logp: str, rl_ml_scale: str, **_):
         super().__init__(label_smoothing)
-        if vocab is None or cfg is None:
-            raise ValueError("the scst objective needs the training config and the vocabulary")
+        if vocab is None:
+            raise ValueError("the scst objective needs the vocabulary")
         self.ce = CrossEntropy(label_smoothing)
         self.vocab = vocab
-        self.gamma0 = cfg.rl_gamma
-        self.gamma1 = cfg.rl_gamma if cfg.rl_gamma_end is None else cfg.rl_gamma_end
-        self.ramp = getattr(cfg, "rl_gamma_ramp", 1.0)
-        self.max_len = cfg.rl_max_len
-        self.logp_reduce = getattr(cfg, "rl_logp", "sum")
-        self.ml_scale = getattr(cfg, "rl_ml_scale", "sequence")
+        self.gamma0 = rl_gamma
+        self.gamma1 = rl_gamma if rl_gamma_end is None else rl_gamma_end
+        self.ramp = rl_gamma_ramp
+        self.max_len = rl_max_len
+        self.logp_reduce = rl_logp
+        self.ml_scale = rl_ml_scale
         if self.ml_scale not in ("sequence", "token"):
             raise ValueError(f"unknown rl_ml_scale {self.ml_scale!r}")
-        self.reward = RewardFunction(cfg.rl_reward, cfg.rl_repetition_penalty)
+        self.reward = RewardFunction(rl_reward, rl_repetition_penalty)
         self.totals = {"steps": 0, "reward_seconds": 0.0, "sample_reward": 0.0, "greedy_reward": 0.0,
                        "examples": 0, "sample_len": 0.0}
 
@@ -121,7 +133,7 @@ class SelfCritical(Objective):
         return self.gamma0 + (self.gamma1 - self.gamma0) * min(max(self.progress / self.ramp, 0.0), 1.0)
 
     def rewards(self, ids: torch.Tensor, batch) -> torch.Tensor:
-        texts = [_text(self.vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
+        texts = [row_text(self.vocab, row, oovs) for row, oovs in zip(ids.tolist(), batch.oovs)]
         return torch.tensor(self.reward(texts, [r[0] for r in batch.references]), device=ids.device)
 
     def __call__(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
@@ -171,11 +183,3 @@ class SelfCritical(Objective):
                 "rl_ml_scale": self.ml_scale,
                 "sampling": "multinomial, temperature 1, <pad>/<bos> masked out"}
 
-
-def _text(vocab, row: list[int], oovs) -> str:
-    ids = []
-    for i in row:
-        if i in (EOS_ID, PAD_ID):
-            break
-        ids.append(i)
-    return ids_to_text(vocab, ids, oovs)

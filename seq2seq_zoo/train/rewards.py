@@ -14,6 +14,7 @@ from typing import Sequence
 
 from seq2seq_zoo.config.values import declared, parse_reward
 from seq2seq_zoo.data.text import detokenize
+from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID
 from seq2seq_zoo.metrics import repetition_ratio, sentence_scorer, words
 
 
@@ -40,3 +41,13 @@ class RewardFunction:
 def ids_to_text(vocab, ids: Sequence[int], oovs: Sequence[str]) -> str:
     """The decoded string the evaluator would score (copied OOV ids become their source words)."""
     return detokenize(vocab.decode(ids, list(oovs)))
+
+
+def row_text(vocab, row: Sequence[int], oovs: Sequence[str]) -> str:
+    """The text of a decoded row of ids, up to its first EOS or PAD."""
+    ids = []
+    for i in row:
+        if i in (EOS_ID, PAD_ID):
+            break
+        ids.append(i)
+    return ids_to_text(vocab, ids, oovs)

@@ -382,7 +382,7 @@ def test_manifest_entries_are_well_formed():
             assert f.url.startswith("https://"), f.url
             assert len(f.sha256) == 64 and int(f.sha256, 16) >= 0
             if f.convert:
-                dl._converter(f.convert)  # known converter
+                dl.converter(f.convert)  # known converter
         # within one dataset, different sources must have different basenames (mirror layout)
         urls = {f.url for f in spec.files}
         assert len({u.rsplit("/", 1)[1] for u in urls}) == len(urls)

@@ -126,7 +126,7 @@ CONVERTERS: dict[str, Callable[[bytes, str | None], bytes]] = {
 }
 
 
-def _converter(spec: str) -> tuple[Callable[[bytes, str | None], bytes], str | None]:
+def converter(spec: str) -> tuple[Callable[[bytes, str | None], bytes], str | None]:
     name, sep, arg = spec.partition(":")
     if name not in CONVERTERS:
         raise KeyError(f"unknown converter {name!r} (known: {', '.join(sorted(CONVERTERS))})")

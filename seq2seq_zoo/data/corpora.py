@@ -93,7 +93,9 @@ def resolve_data_dir(dataset: str, flag: str | None = None, config: str | None =
         f"at the folder that contains '{dataset}/'.")
 
 
-def _jsonl(path: Path, stats: ReadStats, on_bad: str, encoding: str = "utf-8"):
+def jsonl_lines(path: Path, stats: ReadStats, on_bad: str, encoding: str = "utf-8"):
+    """(line number, object) for each line of a JSON Lines file (.gz read as gzip); a bad line is counted
+    or raised as ``on_bad`` says."""
     if not path.is_file():
         raise DataError(f"{path}: file not found (expected part of the corpus; see `zoo data download`)")
     try:
@@ -132,7 +134,8 @@ def _jsonl_rows(path: Path, stream, stats: ReadStats, on_bad: str, encoding: str
             yield lineno, obj
 
 
-def _make(stats, path, lineno, on_bad, id_, source, refs) -> Example | None:
+def make_example(stats, path, lineno, on_bad, id_, source, refs) -> Example | None:
+    """An ``Example`` of one row, or None for a row skipped as ``on_bad`` says (empty source or summary)."""
     refs = [r for r in refs if isinstance(r, str)]
     if not isinstance(source, str) or not source.strip() or not refs or not any(r.strip() for r in refs):
         what = "empty or missing source" if not isinstance(source, str) or not source.strip() else "empty or missing summary"
@@ -147,9 +150,9 @@ def _make(stats, path, lineno, on_bad, id_, source, refs) -> Example | None:
 def _read_jsonl_corpus(path: Path, id_key: str, src_key: str, ref_keys: list[str], on_bad: str,
                        stats: ReadStats) -> list[Example]:
     out = []
-    _note_file(stats, path, {"source": src_key, "target": ref_keys if len(ref_keys) > 1 else ref_keys[0],
+    note_file(stats, path, {"source": src_key, "target": ref_keys if len(ref_keys) > 1 else ref_keys[0],
                              "id": id_key})
-    for lineno, obj in _jsonl(path, stats, on_bad):
+    for lineno, obj in jsonl_lines(path, stats, on_bad):
         missing = [k for k in [src_key] if k not in obj]
         refs = [obj[k] for k in ref_keys if k in obj]
         if missing or not refs:
@@ -158,7 +161,7 @@ def _read_jsonl_corpus(path: Path, id_key: str, src_key: str, ref_keys: list[str
                 continue
             raise DataError(f"{path}:{lineno}: missing field(s) {missing or ref_keys}; has {sorted(obj)}")
         id_ = obj.get(id_key)
-        ex = _make(stats, path, lineno, on_bad, id_ if id_ is not None else f"{path.stem}-{lineno}", obj[src_key],
+        ex = make_example(stats, path, lineno, on_bad, id_ if id_ is not None else f"{path.stem}-{lineno}", obj[src_key],
                    refs)
         if ex is not None:
             out.append(ex)
@@ -216,8 +219,8 @@ def _gigaword_file(data_dir: Path, name: str, on_bad: str, stats: ReadStats) -> 
     for p in (src_p, tgt_p):
         if not p.is_file():
             raise DataError(f"{p}: file not found (see `zoo data download gigaword`)")
-    _note_file(stats, src_p, {"source": "line of X.article.txt", "target": "same line of X.title.txt"})
-    _note_file(stats, tgt_p)
+    note_file(stats, src_p, {"source": "line of X.article.txt", "target": "same line of X.title.txt"})
+    note_file(stats, tgt_p)
     out = []
     with open(src_p, "rb") as fs, open(tgt_p, "rb") as ft:
         src_lines, tgt_lines = fs.read().split(b"\n"), ft.read().split(b"\n")
@@ -240,7 +243,7 @@ def _gigaword_file(data_dir: Path, name: str, on_bad: str, stats: ReadStats) -> 
             where = src_p if isinstance(s, bytes) else bad
             raise DataError(f"{where}:{i}: bytes that are not UTF-8 ({e}); fix the file or set "
                             "data.on_bad = \"skip\"") from None
-        ex = _make(stats, src_p, i, on_bad, f"{name}-{i - 1}", s, [t])
+        ex = make_example(stats, src_p, i, on_bad, f"{name}-{i - 1}", s, [t])
         if ex is not None:
             out.append(ex)
     return out
@@ -302,7 +305,8 @@ def _fingerprint(folder: Path, notes: dict) -> tuple:
 
 
 # ----------------------------------------------------------------------------- dataset options (readers)
-def _note_file(stats: ReadStats, path, fields: dict | None = None) -> None:
+def note_file(stats: ReadStats, path, fields: dict | None = None) -> None:
+    """Record a file a reader read (and the fields it took from it) in the reading notes."""
     stats.notes.setdefault("files", [])
     if str(path) not in stats.notes["files"]:
         stats.notes["files"].append(str(path))

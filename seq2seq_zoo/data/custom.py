@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from seq2seq_zoo.data.corpora import SPLITS, DataError, Example, ReadStats, _jsonl, _make, _note_file, csv_rows
+from seq2seq_zoo.data.corpora import SPLITS, DataError, Example, ReadStats, jsonl_lines, make_example, note_file, csv_rows
 from seq2seq_zoo.registry import register_dataset
 
 HF_INSTALL = 'pip install -e ".[hf]" (or pip install datasets)'
@@ -129,7 +129,7 @@ def _example(obj: dict, where, lineno: int, source: str, targets: list[str], id_
         refs.extend(v if isinstance(v, list) else [v])
     refs = [r for r in refs if isinstance(r, str) and r.strip()]
     id_ = obj.get(id_key) if id_key else None
-    return _make(stats, where, lineno, on_bad, id_ if id_ not in (None, "") else default_id, obj[source], refs)
+    return make_example(stats, where, lineno, on_bad, id_ if id_ not in (None, "") else default_id, obj[source], refs)
 
 
 def _wrong_type(obj: dict, source: str, targets: list[str]) -> str | None:
@@ -166,8 +166,8 @@ def jsonl(data_dir: Path, part: str, on_bad: str = "skip_empty", stats: ReadStat
     the fields."""
     stats = stats or ReadStats()
     path = Path(file if split else {"train": train, "validation": validation, "test": test}[part])
-    _note_file(stats, path, _fields_note(source, target, id))
-    rows = ((path, lineno, f"{path.stem}-{lineno}", obj) for lineno, obj in _jsonl(path, stats, on_bad, encoding))
+    note_file(stats, path, _fields_note(source, target, id))
+    rows = ((path, lineno, f"{path.stem}-{lineno}", obj) for lineno, obj in jsonl_lines(path, stats, on_bad, encoding))
     if split:  # one file cut in three (``part``: the split asked for)
         rows = _split_of(rows, part, split)
     return _read_rows(rows, source, target, id, on_bad, stats)
@@ -210,7 +210,7 @@ def _delimited_reader(delimiter: str, name: str):
              split: dict | None = None):
         stats = stats or ReadStats()
         path = Path(file if split else {"train": train, "validation": validation, "test": test}[part])
-        _note_file(stats, path, _fields_note(source, target, id))
+        note_file(stats, path, _fields_note(source, target, id))
         rows = ((path, lineno, f"{path.stem}-{lineno}", obj)
                 for lineno, obj in _delimited(path, delimiter, encoding, on_bad, stats))
         if split:
@@ -291,7 +291,7 @@ def hf(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: ReadStats 
     their = {**HF_SPLITS, **(splits or {})}[split]
     ds = hf_rows(path, name, their, data_files or {}, revision, cache_dir)
     where = f"hf:{path}" + (f"/{name}" if name else "") + f"[{their}]"
-    _note_file(stats, where, _fields_note(source, target, id))
+    note_file(stats, where, _fields_note(source, target, id))
     stats.notes.setdefault("sizes_in_source", {})[split] = len(ds)
     cols = set(ds.column_names)
     missing = [k for k in [source, *_targets(target)] if k not in cols]

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from seq2seq_zoo.data.convert import CONVERTERS, _converter
+from seq2seq_zoo.data.convert import CONVERTERS, converter
 from seq2seq_zoo.data.manifest import MANIFEST, DatasetSpec, FileSpec, available
 from seq2seq_zoo.errors import DownloadError
 from seq2seq_zoo.utils import atomic_write_bytes
@@ -346,7 +346,7 @@ def _build_and_place(f: FileSpec, data: bytes, url: str, folder: Path, ctx: _Job
     """Convert ``data`` (if the spec says so), check the final sha256, write atomically into place."""
     if f.convert:
         try:
-            fn, arg = _converter(f.convert)
+            fn, arg = converter(f.convert)
             data = fn(data, arg)
         except (ValueError, KeyError, UnicodeError, csv.Error) as e:
             raise DownloadError(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seq2seq_zoo.data.corpora import DataError, ReadStats, _jsonl, _make, _note_file, csv_rows
+from seq2seq_zoo.data.corpora import DataError, ReadStats, jsonl_lines, make_example, note_file, csv_rows
 from seq2seq_zoo.registry import register_dataset
 
 # By default an article is a CNN story when its dateline carries "(CNN)" ("WASHINGTON (CNN) -- ...",
@@ -49,7 +49,7 @@ def _cnn_rows(data_dir: Path, split: str, stats: ReadStats, on_bad: str, hf: str
     if hf:
         from seq2seq_zoo.data.custom import hf_rows
         where = f"hf:{hf}" + (f"/{hf_config}" if hf_config else "")
-        _note_file(stats, f"{where} split {split}")
+        note_file(stats, f"{where} split {split}")
         for i, row in enumerate(hf_rows(hf, hf_config, split, {}, ""), 1):
             yield where, i, row
         return
@@ -60,8 +60,8 @@ def _cnn_rows(data_dir: Path, split: str, stats: ReadStats, on_bad: str, hf: str
                         f"cnn_dailymail`, or read the full corpus from the Hugging Face hub with "
                         f"data.options.hf = \"abisee/cnn_dailymail\")")
     for path in files:
-        _note_file(stats, path)
-        for lineno, obj in _jsonl(path, stats, on_bad):
+        note_file(stats, path)
+        for lineno, obj in jsonl_lines(path, stats, on_bad):
             yield path, lineno, obj
 
 
@@ -129,7 +129,7 @@ def cnn_dailymail(data_dir: Path, split: str, on_bad: str = "skip_empty", stats:
         article, highlights = _cut(article, highlights, max_source_words, max_highlights)
         id_ = obj.get("id")
         stem = Path(str(where)).name.removesuffix(".jsonl")
-        ex = _make(stats, where, lineno, on_bad, id_ if id_ else f"{stem}-{lineno}", article, [highlights])
+        ex = make_example(stats, where, lineno, on_bad, id_ if id_ else f"{stem}-{lineno}", article, [highlights])
         if ex is not None:
             out.append(ex)
     stats.notes["fields"] = {
@@ -161,11 +161,11 @@ def _see_check(options: dict):
 
 
 def _gz_jsonl(path: Path, stats: ReadStats, on_bad: str):
-    """(line number, object) for every line of a gzipped JSON Lines file (``corpora._jsonl`` reads it)."""
+    """(line number, object) for every line of a gzipped JSON Lines file (``corpora.jsonl_lines`` reads it)."""
     if not path.is_file():
         raise DataError(f"{path}: file not found (the See et al. CNN/DailyMail files are "
                         "<split>.jsonl.gz in the cnn_dailymail_see folder)")
-    yield from _jsonl(path, stats, on_bad)
+    yield from jsonl_lines(path, stats, on_bad)
 
 
 @register_dataset("cnn_dailymail_see")
@@ -181,7 +181,7 @@ def cnn_dailymail_see(data_dir: Path, split: str, on_bad: str = "skip_empty", st
     """
     stats = stats or ReadStats()
     path = Path(data_dir) / "cnn_dailymail_see" / f"{split}.jsonl.gz"
-    _note_file(stats, path, {
+    note_file(stats, path, {
         "source": "article" + (f" (first {max_source_words} tokens)" if max_source_words else ""),
         "target": "highlights, one sentence a line" + (f" (first {max_highlights})" if max_highlights else ""),
         "id": f"see-{split}-<see_position>"})
@@ -201,7 +201,7 @@ def cnn_dailymail_see(data_dir: Path, split: str, on_bad: str = "skip_empty", st
         article, highlights = _cut(article, highlights, max_source_words, max_highlights)
         pos = obj.get("see_position")
         id_ = obj.get("id") or (f"see-{split}-{pos}" if pos is not None else f"see-{split}-line{lineno}")
-        ex = _make(stats, path, lineno, on_bad, id_, article, [highlights])
+        ex = make_example(stats, path, lineno, on_bad, id_, article, [highlights])
         if ex is not None:
             out.append(ex)
     stats.notes["filter"] = ("all stories" if source == "all"
@@ -272,7 +272,7 @@ def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: Read
     if path is None:
         raise DataError(f"{folder}: none of {', '.join(INSHORTS_FILES)} found (get it with `zoo data download "
                         "inshorts`)")
-    _note_file(stats, path, {"source": source, "target": target, "id": "inshorts-<row> (0-based data row)"})
+    note_file(stats, path, {"source": source, "target": target, "id": "inshorts-<row> (0-based data row)"})
     reader = csv_rows(_decode_csv(path, stats), path)
     header = next(reader, (1, []))[1]
     for col in (source, target):
@@ -302,7 +302,7 @@ def inshorts(data_dir: Path, split: str, on_bad: str = "skip_empty", stats: Read
         if tgt.strip() and len(tgt.strip()) < min_summary_chars:
             stats.skip(f"summary shorter than {min_summary_chars} characters")
             continue
-        ex = _make(stats, path, lineno, on_bad, f"inshorts-{r}", src, [tgt])
+        ex = make_example(stats, path, lineno, on_bad, f"inshorts-{r}", src, [tgt])
         if ex is not None:
             out.append(ex)
     ids = ",".join(f"inshorts-{r}" for r in draw[split])

@@ -109,7 +109,11 @@ def _residual(sub: Residual, x, f):
     return F.layer_norm(x + f(x), n.normalized_shape, n.weight, n.bias, n.eps)
 
 
-class Encoder(nn.Module):
+class _Stack(nn.Module):
+    """What the encoder and the decoder are built from alike: token embeddings (shared when given), the
+    positional encoding, dropout, ``layers`` layers of ``layer_class`` and, pre-LN, a final layer norm."""
+    layer_class: type
+
     def __init__(self, vocab_size, d_model=512, heads=8, layers=6, d_ff=2048, dropout=0.1, pe="sinusoidal",
                  max_len=512, pre_ln=False, key_dim=None, attn_dropout=None, pe_tmax=None, activation="relu",
                  embedding: Embeddings | None = None, pe_init_std=1.0):
@@ -117,9 +121,13 @@ class Encoder(nn.Module):
         self.embed = embedding or Embeddings(vocab_size, d_model)
         self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax, pe_init_std)
         self.drop = Dropout(dropout)
-        self.layers = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout, pre_ln, key_dim, attn_dropout,
-                                                 activation) for _ in range(layers))
+        self.layers = nn.ModuleList(self.layer_class(d_model, heads, d_ff, dropout, pre_ln, key_dim, attn_dropout,
+                                                     activation) for _ in range(layers))
         self.norm = nn.LayerNorm(d_model) if pre_ln else nn.Identity()
+
+
+class Encoder(_Stack):
+    layer_class = EncoderLayer
 
     def forward(self, src, src_mask=None, need_weights=False):
         """src (B, S) ids -> (B, S, d_model), {encoder_layer{i}_self_att: (B, H, S, S)}"""
@@ -134,17 +142,8 @@ class Encoder(nn.Module):
         return self.norm(x), att
 
 
-class Decoder(nn.Module):
-    def __init__(self, vocab_size, d_model=512, heads=8, layers=6, d_ff=2048, dropout=0.1, pe="sinusoidal",
-                 max_len=128, pre_ln=False, key_dim=None, attn_dropout=None, pe_tmax=None, activation="relu",
-                 embedding: Embeddings | None = None, pe_init_std=1.0):
-        super().__init__()
-        self.embed = embedding or Embeddings(vocab_size, d_model)
-        self.pe = PositionalEncoding(pe, d_model, max_len, pe_tmax, pe_init_std)
-        self.drop = Dropout(dropout)
-        self.layers = nn.ModuleList(DecoderLayer(d_model, heads, d_ff, dropout, pre_ln, key_dim, attn_dropout,
-                                                 activation) for _ in range(layers))
-        self.norm = nn.LayerNorm(d_model) if pre_ln else nn.Identity()
+class Decoder(_Stack):
+    layer_class = DecoderLayer
 
     def forward(self, tgt, memory, src_mask=None, need_weights=False, caches=None, cross_kv=None, offset=0,
                 kv_rows=None):

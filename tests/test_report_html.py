@@ -227,3 +227,24 @@ def test_page_in_chromium(experiment, browser_page, tmp_path):
     pg.wait_for_selector("body[data-ready='1']", timeout=15000)
     assert pg.problems == []
     assert all(u.startswith("file://") for u in pg.requests)
+
+
+def test_a_committed_experiments_page_in_chromium(browser_page, tmp_path):
+    """The page of a committed experiment (the smallest: Inshorts headlines, 10 runs) is within the budget and
+    renders with no error and no request (written to a temporary folder: the results stay as they are)."""
+    from seq2seq_zoo.report import extras, significance
+    from seq2seq_zoo.results import load_records
+    exp = Path(__file__).resolve().parents[1] / "results" / "gpu_full" / "inshorts_headline"
+    rows, _ = extras.with_decodes(load_records(exp))
+    judged = json.loads((exp / "findings.json").read_text(encoding="utf-8")) if (exp / "findings.json").is_file() else []
+    html, cuts = page.build_page(exp, rows, significance.group_rows(rows), judged)
+    assert cuts == [] and len(html.encode()) <= page.BUDGET
+    out = tmp_path / "report.html"
+    out.write_text(html, encoding="utf-8")
+    pg = browser_page
+    pg.goto(out.as_uri())
+    pg.wait_for_selector("body[data-ready='1']", timeout=15000)
+    assert len(_shown(pg)) == 20
+    pg.select_option("#sort", "-diff")
+    pg.select_option("#attKind", "coverage")
+    assert pg.problems == [] and pg.requests == [out.as_uri()]

@@ -60,6 +60,16 @@ for line in sys.stdin:
 """
 
 
+def _commit(package: str) -> str | None:
+    """The git commit of the checkout holding ``package`` (None outside git); uncommitted edits not shown."""
+    try:
+        out = subprocess.run(["git", "-C", str(Path(package).parent), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
 def check_baseline(tree: str) -> None:
     """A UserError unless ``tree`` is a checkout holding the package (``--baseline``)."""
     from seq2seq_zoo.errors import UserError
@@ -168,7 +178,8 @@ def measure_pointer_full(baseline: str | None = None, rounds: int = 3, progress:
     for k, w in sides.items():
         cpu = statistics.median(t["cpu"] for t in times[k])
         wall = statistics.median(t["wall"] for t in times[k])
-        res[k] = {"package": str(Path(w.module).parent), "cpu_s": cpu, "step_s": wall,
+        res[k] = {"package": str(Path(w.module).parent), "commit": _commit(str(Path(w.module).parent)),
+                  "cpu_s": cpu, "step_s": wall,
                   "cpu_s_all": [t["cpu"] for t in times[k]], "step_s_all": [t["wall"] for t in times[k]],
                   "tokens_per_s": w.tokens / wall, "tokens_per_cpu_s": w.tokens / cpu,
                   "loss": times[k][-1]["loss"]}

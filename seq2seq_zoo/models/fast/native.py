@@ -161,11 +161,22 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("ZOO_CACHE") or Path.home() / ".cache" / "seq2seq-zoo") / "native"
 
 
+def _cpu() -> str:
+    """The CPU's model and flags: ``-march=native`` builds for this CPU, so a cache shared by machines of
+    several kinds (a cluster's home folder) keeps one library per kind."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "".join(sorted({line for line in f if line.startswith(("model name", "flags"))}))
+    except OSError:
+        import platform
+        return platform.processor() or platform.machine()
+
+
 def _build() -> ctypes.CDLL | None:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         return None
-    key = hashlib.sha256("\0".join([_SOURCE, cc, *_FLAGS, sys.platform]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([_SOURCE, cc, *_FLAGS, sys.platform, _cpu()]).encode()).hexdigest()[:16]
     for base in (_cache_dir(), Path(tempfile.gettempdir()) / f"seq2seq-zoo-native-{os.getuid()}"):
         lib = base / f"coverage_{key}.so"
         try:

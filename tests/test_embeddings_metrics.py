@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import write_dialogsum
+from conftest import tiny_experiment, write_dialogsum
 from seq2seq_zoo import embeddings
 from seq2seq_zoo.data.vocab import Vocab
 from seq2seq_zoo.metrics import STOP_WORDS, repetition, repetition_ratio, unk_ratio
@@ -77,14 +77,13 @@ def test_zoo_params_prints_per_component_counts(tmp_path, capsys):
     from seq2seq_zoo.config import load_experiment
     data = write_dialogsum(tmp_path / "data")
     toml = tmp_path / "p.toml"
-    toml.write_text('[experiment]\nname = "p"\ndataset = "dialogsum"\n[defaults]\nmodel = "transformer"\n'
-                    'd_model = 16\nd_ff = 32\nheads = 2\nlayers = 1\ndata.max_src_len = 64\ndata.max_tgt_len = 16\n'
-                    'decode.max_len = 16\n[[runs]]\nname = "tied"\n[[runs]]\nname = "untied"\ntie_embeddings = false\n')
+    toml.write_text(tiny_experiment("p", '[[runs]]\nname = "tied"\n[[runs]]\nname = "untied"\ntie_embeddings = false\n',
+                                    seeds=1))
     assert main(["params", str(toml), "--data-dir", str(data), "--profile", "none"]) == 0
     out = capsys.readouterr().out
     spec = load_experiment(toml).runs[1]
     vocab = prepare_data(spec, str(data), log=lambda *_: None)[0]
-    m = build_model("transformer", {"vocab_size": len(vocab), "max_src_len": 64, "max_tgt_len": 16},
+    m = build_model("transformer", {"vocab_size": len(vocab), "max_src_len": 64, "max_tgt_len": 24},
                     spec.model_options)
     counts = count_parameters(m)
     row = next(line for line in out.splitlines() if line.startswith("| untied"))

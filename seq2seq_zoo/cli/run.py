@@ -12,12 +12,9 @@ from seq2seq_zoo.cli.locks import _acquire_locks, _lock_holder
 
 
 def cmd_run(args) -> int:
-
-    from seq2seq_zoo import reuse
-    from seq2seq_zoo.report import build_report
-    from seq2seq_zoo.runner import run
+    """zoo run: the stages are the experiment read and its folder prepared, every selected run trained (or
+    skipped, taken over, refused), the decoding variants, the folder's report; locks released at the end."""
     from seq2seq_zoo.train import distributed
-
     if getattr(args, "dry_run", False):
         return _dry_run(args)
     if getattr(args, "launcher", "inprocess") != "inprocess":   # one cluster job per run (cli/launch.py)
@@ -30,70 +27,21 @@ def cmd_run(args) -> int:
     cmd = invocation(["zoo", *args.argv])   # as typed, whatever started the process
     process_code_version()     # the commit of the code imported now, for every run's record
     profile, full, exp = _experiment_of(args)
-    from seq2seq_zoo.names import inside
-    exp_dir = inside(args.results, exp.name)  # resolves inside --results, before anything is written
-    for s in exp.runs:
-        inside(exp_dir, s.name)
-    new_exp_dir = not exp_dir.exists()  # then a failure before any run wrote something leaves nothing behind
-    if ddp is None or ddp.is_main:  # the file's [[findings]], judged by every report of this folder
-        from seq2seq_zoo.report.significance import write_declared
-        exp_dir.mkdir(parents=True, exist_ok=True)
-        write_declared(exp_dir, full)
+    exp_dir, new_exp_dir = _prepare_folder(args, full, exp, ddp)
     locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
     finished = False  # a clean finish, or a stop every rank agreed on: DDP ranks leave the group together
     try:
         t0 = time.perf_counter()
-        names = [s.name for s in exp.runs]
-        # a run's place in the tables is its place in the file, also when --only trains a subset
-        order = [s.name for s in full.runs]
-        print(f"experiment {exp.name}: {len(exp.runs)} run(s): {', '.join(names)}"
+        print(f"experiment {exp.name}: {len(exp.runs)} run(s): {', '.join(s.name for s in exp.runs)}"
               + (f" [profile {profile}]" if profile else ""))
-        for i, spec in enumerate(exp.runs):
-            out = exp_dir / spec.name
-            rec = out / "record.json"
-            action, found = _plan(spec, out, args)
-            if action == "done":
-                changed = found
-                if changed:
-                    print(f"[{spec.name}] already done ({rec}), but with other settings than this file gives now "
-                          f"(file vs record: {'; '.join(changed[:4])}{'; ...' if len(changed) > 4 else ''}): "
-                          "kept as it is, and the tables say so; retrain it with --force")
-                else:
-                    print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
-                continue
-            all_order = order.index(spec.name)
-            if action == "take_over":  # the same run, finished by another experiment: take it over, do not retrain
-                src = found
-                if ddp is None or ddp.is_main:
-                    record = reuse.take_over(spec, src, out, order=all_order, command=cmd)
-                    print(f"[{spec.name}] same_as {spec.same_as}: took over {src} (identical settings; not "
-                          f"trained again): ROUGE-1 {record['eval']['scores'].get('rouge1', 0):.2f}")
-                continue
-            if spec.same_as:
-                print(f"[{spec.name}] same_as {spec.same_as}: no finished run for seed {spec.seed} under "
-                      f"{args.results}; training it here")
-            if action == "refuse":
-                raise UserError(f"run '{spec.name}' has an unfinished checkpoint in {out / 'checkpoints'}; "
-                                f"continue it with --resume, or start again with --force")
-            if args.force and not args.resume:
-                for f in ("last.pt", "best.pt"):
-                    (out / "checkpoints" / f).unlink(missing_ok=True)
-            record = run(spec, out, data_dir=args.data_dir, resume=args.resume, progress=not args.no_progress,
-                         order=all_order, command=cmd)
-            if record is None:  # DDP rank > 0: rank 0 writes the results
-                continue
-            sc = record["eval"]["scores"]
-            print(f"[{spec.name}] done in {record['wall_seconds']:.0f}s: ROUGE-1 {sc.get('rouge1', 0):.2f} "
-                  f"ROUGE-2 {sc.get('rouge2', 0):.2f} ROUGE-L {sc.get('rougeL', 0):.2f}")
+        order = [s.name for s in full.runs]  # a run's place in the tables is its place in the file, also with --only
+        for spec in exp.runs:
+            _one_run(spec, exp_dir / spec.name, args, order.index(spec.name), ddp, cmd)
         if ddp is not None and not ddp.is_main:
             finished = True
             return 0
         _decode_sweep(exp, exp_dir, args, cmd)
-        paths = build_report(exp_dir)
-        from seq2seq_zoo.report.significance import write_findings_index
-        index = write_findings_index(Path(args.results))
-        paths += [index] if index else []
-        print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
+        _report(exp_dir, args, t0)
         finished = True
     except KeyboardInterrupt as e:
         # Ctrl-C / SIGTERM in training: every rank stopped at the same update (rank 0 writing last.pt),
@@ -102,22 +50,93 @@ def cmd_run(args) -> int:
         finished = bool(getattr(e, "together", False))
         raise
     finally:
-        for lock in locks:
-            lock.unlink(missing_ok=True)
-            for d in (lock.parent, lock.parent.parent):  # folders the lock made, if nothing else was written
-                try:
-                    d.rmdir()
-                except OSError:
-                    break
-        if new_exp_dir and exp_dir.is_dir() and not any(p.is_dir() for p in exp_dir.iterdir()):
-            from seq2seq_zoo.report.significance import EXPERIMENT_FILE
-            (exp_dir / EXPERIMENT_FILE).unlink(missing_ok=True)  # e.g. bad data settings: nothing was run
-            try:
-                exp_dir.rmdir()
-            except OSError:
-                pass
+        _release(locks, exp_dir, new_exp_dir)
         distributed.shutdown(wait=finished)
     return 0
+
+
+def _prepare_folder(args, full, exp, ddp) -> tuple[Path, bool]:
+    """(the experiment folder, whether this command made it). Every run name resolves inside --results before
+    anything is written; the file's [[findings]] are written for every report of this folder to judge."""
+    from seq2seq_zoo.names import inside
+    exp_dir = inside(args.results, exp.name)
+    for s in exp.runs:
+        inside(exp_dir, s.name)
+    new_exp_dir = not exp_dir.exists()  # then a failure before any run wrote something leaves nothing behind
+    if ddp is None or ddp.is_main:
+        from seq2seq_zoo.report.significance import write_declared
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        write_declared(exp_dir, full)
+    return exp_dir, new_exp_dir
+
+
+def _one_run(spec, out: Path, args, order: int, ddp, cmd: str) -> None:
+    """One run of the file: skipped when done, taken over from another experiment (``same_as``), refused
+    when an unfinished checkpoint waits for --resume, else trained and evaluated (``runner.run``)."""
+    from seq2seq_zoo import reuse
+    from seq2seq_zoo.runner import run
+    rec = out / "record.json"
+    action, found = _plan(spec, out, args)
+    if action == "done":
+        changed = found
+        if changed:
+            print(f"[{spec.name}] already done ({rec}), but with other settings than this file gives now "
+                  f"(file vs record: {'; '.join(changed[:4])}{'; ...' if len(changed) > 4 else ''}): "
+                  "kept as it is, and the tables say so; retrain it with --force")
+        else:
+            print(f"[{spec.name}] already done ({rec}); skipping (use --force to retrain)")
+        return
+    if action == "take_over":  # the same run, finished by another experiment: take it over, do not retrain
+        if ddp is None or ddp.is_main:
+            record = reuse.take_over(spec, found, out, order=order, command=cmd)
+            print(f"[{spec.name}] same_as {spec.same_as}: took over {found} (identical settings; not "
+                  f"trained again): ROUGE-1 {record['eval']['scores'].get('rouge1', 0):.2f}")
+        return
+    if spec.same_as:
+        print(f"[{spec.name}] same_as {spec.same_as}: no finished run for seed {spec.seed} under "
+              f"{args.results}; training it here")
+    if action == "refuse":
+        raise UserError(f"run '{spec.name}' has an unfinished checkpoint in {out / 'checkpoints'}; "
+                        f"continue it with --resume, or start again with --force")
+    if args.force and not args.resume:
+        for f in ("last.pt", "best.pt"):
+            (out / "checkpoints" / f).unlink(missing_ok=True)
+    record = run(spec, out, data_dir=args.data_dir, resume=args.resume, progress=not args.no_progress,
+                 order=order, command=cmd)
+    if record is None:  # DDP rank > 0: rank 0 writes the results
+        return
+    sc = record["eval"]["scores"]
+    print(f"[{spec.name}] done in {record['wall_seconds']:.0f}s: ROUGE-1 {sc.get('rouge1', 0):.2f} "
+          f"ROUGE-2 {sc.get('rouge2', 0):.2f} ROUGE-L {sc.get('rougeL', 0):.2f}")
+
+
+def _report(exp_dir: Path, args, t0: float) -> None:
+    """The folder's tables, plots and README, and results/FINDINGS.md."""
+    from seq2seq_zoo.report import build_report
+    from seq2seq_zoo.report.significance import write_findings_index
+    paths = build_report(exp_dir)
+    index = write_findings_index(Path(args.results))
+    paths += [index] if index else []
+    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - t0:.0f}s")
+
+
+def _release(locks: list[Path], exp_dir: Path, new_exp_dir: bool) -> None:
+    """The runs' locks, the folders a lock made if nothing else was written, and an experiment folder this
+    command made in which nothing was run (e.g. bad data settings)."""
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+        for d in (lock.parent, lock.parent.parent):
+            try:
+                d.rmdir()
+            except OSError:
+                break
+    if new_exp_dir and exp_dir.is_dir() and not any(p.is_dir() for p in exp_dir.iterdir()):
+        from seq2seq_zoo.report.significance import EXPERIMENT_FILE
+        (exp_dir / EXPERIMENT_FILE).unlink(missing_ok=True)
+        try:
+            exp_dir.rmdir()
+        except OSError:
+            pass
 
 
 def _experiment_of(args):

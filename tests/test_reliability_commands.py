@@ -324,3 +324,16 @@ def test_compare_refuses_runs_scored_against_different_references(done, tmp_path
     preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
     _refused(["compare", f"{done['R'] / 'rel'}:tiny", f"{other}:tiny"], "different reference", rows[0]["id"])
     _refused(["compare", f"{done['R'] / 'rel'}:tiny", f"{other}:tiny", "--scale", "nan"], "--scale")
+
+
+def test_eval_save_refuses_a_decodes_link_outside_the_results(done, tmp_path):
+    run = tmp_path / "R8" / "rel" / "tiny"
+    shutil.copytree(done["run"], run)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "v").mkdir(parents=True)
+    for f in ("record.json", "predictions.jsonl", "scores.jsonl"):   # a variant the command would re-score
+        shutil.copy(run / f, elsewhere / "v" / f)
+    (run / "decodes").symlink_to(elsewhere)
+    before = _snapshot(elsewhere)
+    _refused(["eval", run, "--metrics", "rouge", "--save", "--force"], "outside")
+    assert _snapshot(elsewhere) == before

@@ -67,6 +67,9 @@ def _eval_save(args) -> int:
     spec = RunSpec.from_dict(read_record(run_dir / "record.json")["spec"])
     spec.eval.metrics = list(dict.fromkeys(args.metrics))
     every = [run_dir] + sorted(p.parent for p in (run_dir / "decodes").glob("*/record.json"))
+    from seq2seq_zoo.names import inside_run
+    for d in every:   # a run or decodes folder linked outside the results is refused before anything is scored
+        inside_run(run_dir, *d.relative_to(run_dir).parts)
     jobs = [(d, *_rescore(d, spec, args.device or "cpu", args.force)) for d in every]
     for d, _, job in jobs:
         if not job:

@@ -280,7 +280,7 @@ a copied phrase is three words in a row found in that order in the source.</p>
 <label>B <select id="runB"></select><select id="seedB"></select></label>
 <label>score <select id="metric"><option value="rouge1">ROUGE-1</option><option value="rouge2">ROUGE-2</option><option value="rougeL">ROUGE-L</option></select></label>
 <label>sort <select id="sort"><option value="diff">A − B, largest first</option><option value="-diff">A − B, smallest first</option><option value="srclen">source length, shortest first</option><option value="-srclen">source length, longest first</option><option value="order">test-set order</option></select></label>
-<label>difference at least <input id="mindiff" type="number" step="1" size="4" placeholder="any"></label>
+<label title="A − B at least this much (sorted smallest first: B − A)">difference at least <input id="mindiff" type="number" step="1" size="4" placeholder="any"></label>
 <label>search <input id="search" type="search" placeholder="word in source, reference or summary"></label>
 <span>also show: <span id="others"></span></span>
 <span><button id="prev">◀</button> <span id="pageinfo"></span> <button id="next">▶</button></span>

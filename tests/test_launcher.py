@@ -175,3 +175,14 @@ def test_status_of_a_run_from_its_job_state_and_the_queue(tmp_path):
     (exp / "r6" / "record.json").write_text("{}")
     assert status("r6", {"state": "done", "rc": 0})[0] == "done"
     assert status("r6", entry=None)[0] == "done"   # finished before any launcher: done all the same
+
+
+def test_slurm_launcher_without_sbatch_says_where_to_run_it(tmp_path, monkeypatch):
+    data = write_dialogsum(tmp_path / "data")
+    exp = tmp_path / "e.toml"
+    exp.write_text(tiny_experiment("e", '[[runs]]\nname = "a"\n', data_dir=data), encoding="utf-8")
+    monkeypatch.setenv("PATH", str(tmp_path))   # no sbatch on it
+    rc, out, err = _zoo("run", exp, "--launcher", "slurm", "--results", tmp_path / "R")
+    assert rc == 2 and err.strip() == ("zoo run: error: --launcher slurm: no sbatch on PATH; run it on a Slurm login "
+                                       "node (or use --launcher local on this machine)")
+    assert not (tmp_path / "R").exists()

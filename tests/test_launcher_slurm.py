@@ -16,6 +16,7 @@ import os
 import pickle
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ import torch
 
 from slurm_cluster import SlurmCluster, install
 from test_crash_safety import assert_same_result
-from test_launcher import NAMES, _files, _jobs, _record, _state, _wait, _zoo
+from test_launcher import NAMES, TIMEOUT, _files, _jobs, _record, _state, _wait, _zoo
 
 
 # ============================================================================================ Slurm
@@ -69,8 +70,10 @@ def scenario(slurm, tmp_path_factory):
     common = ["--launcher", "slurm", "--results", R, "--no-progress", "--time", 10]
     first = _zoo("run", grid, *common)
     assert first[0] == 0, first
-    bad = _zoo("run", broken, *common, "--no-report-job")
-    assert bad[0] == 0, bad
+    # the user error's experiment through --wait, in a process of its own while the test goes on
+    bad = subprocess.Popen([sys.executable, "-m", "seq2seq_zoo", "run", str(broken), *map(str, common),
+                            "--no-report-job", "--wait"], env=dict(os.environ, **slurm.env), cwd=tmp,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # pre-empt a-seed1 mid-training
     run_dir = R / "grid" / "a-seed1"
     last, lock = run_dir / "checkpoints" / "last.pt", run_dir / ".lock"
@@ -94,6 +97,8 @@ def scenario(slurm, tmp_path_factory):
     _wait(lambda: any(ln.startswith(f"{job} PENDING") for ln in _live(slurm)), "the requeued job", poll=0.2)
     _slurm(slurm, "scontrol", "update", f"JobId={job}", "StartTime=now")   # Slurm's hold after a requeue
     _wait(lambda: not _live(slurm), "every job to end", poll=0.5)
+    bad_out, bad_err = bad.communicate(timeout=TIMEOUT)
+    bad = (bad.returncode, bad_out, bad_err)
     status = _zoo("status", grid, "--results", R)
     status_broken = _zoo("status", broken, "--results", R)
     mtimes = {n: (R / "grid" / n / "record.json").stat().st_mtime_ns for n in NAMES}
@@ -158,10 +163,11 @@ def test_user_error_is_not_requeued_and_status_shows_its_line_and_log(scenario):
     st = _state(R, "broken", "c")
     assert st["state"] == "failed" and st["rc"] == 2 and st["attempt"] == 0
     assert st["error"].startswith("zoo run: error: ") and "samsum" in st["error"]
-    rc, out, err = s["broken"]
-    assert rc == 2, (out, err)
-    line = next(ln for ln in out.splitlines() if ln.startswith("c "))
-    assert "failed" in line and st["error"] in line and st["log"] in line
+    for rc, out, err in (s["broken"], s["bad"]):   # zoo status, and zoo run --wait once its job had ended
+        assert rc == 2, (out, err)
+        line = next(ln for ln in out.splitlines() if ln.startswith("c "))
+        assert "failed" in line and st["error"] in line and st["log"] in line
+    assert "[c] submitted: job " in s["bad"][1] and "zoo report: job" not in s["bad"][1]
     assert not (R / "broken" / "c" / "record.json").exists()
     rc, out, err = s["status"]
     assert rc == 0 and out.count(" done ") == 4, out

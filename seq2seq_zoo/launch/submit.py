@@ -131,7 +131,9 @@ def queue() -> dict[str, tuple[str, str]]:
     r = subprocess.run(["squeue", "-h", "-r", "-u", getpass.getuser(), "-o", "%i|%T|%r"], capture_output=True,
                        text=True, timeout=60)
     if r.returncode:
-        raise UserError(f"squeue failed ({r.returncode}): {r.stderr.strip()}")
+        why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        raise UserError(f"squeue failed, so the jobs' states are unknown: {why}; check that this machine reaches "
+                        "the Slurm controller (SLURM_CONF)")
     out = {}
     for line in r.stdout.splitlines():
         parts = line.strip().split("|")

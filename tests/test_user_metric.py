@@ -66,5 +66,9 @@ def test_a_user_metric_is_a_table_column_and_picks_the_checkpoint(tmp_path):
     assert rec["train"]["val_metric"] == "zz_distinct2" and rec["train"]["best_score"] is not None
     assert 0 <= rec["train"]["best_score"] <= 1                         # the 0-1 score: the column's value / 100
     assert "zz_distinct2" in rec["eval"]["scores"]
-    header = next(x for x in (res / "um" / "table.md").read_text().splitlines() if x.startswith("| run"))
+    lines = (res / "um" / "table.md").read_text().splitlines()
+    header = next(x for x in lines if x.startswith("| run"))
     assert "| distinct-2 |" in header and header.index("R-1") < header.index("distinct-2") < header.index("len")
+    cells = dict(zip(header.split("|"), next(x for x in lines if x.startswith("| a ")).split("|")))
+    mean = rec["eval"]["scores"]["zz_distinct2"]
+    assert cells[" distinct-2 "].strip().startswith(f"{mean:.2f} [")      # the declared CI: mean [low, high]

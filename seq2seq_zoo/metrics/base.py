@@ -48,6 +48,12 @@ def metric_of(key: str) -> str:
     raise KeyError(f"no registered metric declares the column {key!r}")
 
 
+def scale_of(key: str, default: float = 100.0) -> float:
+    """How a 0-1 validation or reward score of column ``key`` is shown (its declared ``scale``: ROUGE's F1
+    x 100); ``default`` for a key no loaded metric declares (a record read without its metric's file)."""
+    return next((c.scale for c in columns() if c.key == key), default)
+
+
 def sentence_scorer(keys: Sequence[str], **options) -> Callable[[Sequence[str], Sequence[str]], dict[str, list[float]]]:
     """A scorer of hypotheses against one reference each: ``(hyps, refs) -> {key: [0-1 score per pair]}``
     for the declared columns ``keys`` (validation selection and SCST rewards). A metric may declare a

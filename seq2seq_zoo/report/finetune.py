@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from seq2seq_zoo.metrics import scale_of
+
 COMPARED = [("rouge1", "R-1"), ("rouge2", "R-2"), ("rouge3", "R-3"), ("rougeL", "R-L"),
             ("repetition", "rep."), ("repetition_content", "rep. (no stop-words)"), ("unk_ratio", "UNK ratio")]
 
@@ -17,12 +19,13 @@ def _metric(r: dict) -> str | None:
 
 
 def val_metric_table(records: list[dict]) -> pd.DataFrame | None:
-    """Validation score (x100) at every validation, one column per run, indexed by update."""
+    """Validation score (as its metric shows it: ROUGE F1 x 100) at every validation, one column per run,
+    indexed by update."""
     cols = {}
     for r in records:
         m = _metric(r)
         if m:
-            cols[f"{r['run']} ({m})"] = {p["step"]: 100 * p[f"val_{m}"] for p in r["train"]["val_curve"]
+            cols[f"{r['run']} ({m})"] = {p["step"]: scale_of(m) * p[f"val_{m}"] for p in r["train"]["val_curve"]
                                          if f"val_{m}" in p}
     if not cols:
         return None
@@ -109,6 +112,7 @@ def objective_lines(records: list[dict]) -> list[str]:
                    f"{s.get('mean_sample_reward', 0):.4f}, mean greedy reward {s.get('mean_greedy_reward', 0):.4f}; "
                    f"gamma {s.get('gamma_start')} -> {s.get('gamma_end')}; {_rl_rule(s)}; reward computation "
                    f"{s.get('reward_seconds', 0):.1f} s = {100 * share:.1f}% of training time; "
-                   f"best validation {r['train'].get('val_metric')} {100 * (r['train'].get('best_score') or 0):.2f} "
+                   f"best validation {r['train'].get('val_metric')} "
+                   f"{scale_of(r['train'].get('val_metric')) * (r['train'].get('best_score') or 0):.2f} "
                    f"at update {r['train']['best_step']}")
     return out

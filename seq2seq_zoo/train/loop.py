@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from seq2seq_zoo.config import TrainConfig
 from seq2seq_zoo.data.batching import Encoded, bucket_batches
 from seq2seq_zoo.errors import Preempted, TrainingStopped, UnsafeCheckpoint
+from seq2seq_zoo.metrics import scale_of
 from seq2seq_zoo.precision import autocast, autocast_dtype
 from seq2seq_zoo.registry import OBJECTIVES, SCHEDULES
 from seq2seq_zoo.train.distributed import LOCAL, ObjectiveModule
@@ -392,7 +393,7 @@ def _end_epoch(st: LoopState, row: dict, cfg: TrainConfig, validate, log, agree=
     if cfg.val_metric != "loss":
         row[metric] = st.val_curve[-1].get(metric)
     log(f"epoch {st.epoch + 1}: train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}"
-        + (f", val {cfg.val_metric} {100 * row[metric]:.2f}" if cfg.val_metric != "loss"
+        + (f", val {cfg.val_metric} {scale_of(cfg.val_metric) * row[metric]:.2f}" if cfg.val_metric != "loss"
            and row.get(metric) is not None else "")
         + f", {row['seconds']:.0f}s, {row['tokens_per_s']:.0f} tok/s")
     st.epoch += 1
@@ -448,7 +449,7 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
     if ddp is not None and score is not None:
         better = ddp.agree(better)  # DDP: every rank decoded; rank 0's decision holds, so all save alike
     if score is not None:
-        log(f"  step {st.step}: validation {cfg.val_metric} {100 * score:.2f} (val loss {v:.4f})")
+        log(f"  step {st.step}: validation {cfg.val_metric} {scale_of(cfg.val_metric) * score:.2f} (val loss {v:.4f})")
     if better:
         st.best_val, st.best_step, st.bad_validations = v, st.step, 0
         st.best_score = score
@@ -456,7 +457,7 @@ def _validate(model, val_data, cfg, device, dtype, st: LoopState, save, ckpt_dir
     else:
         st.bad_validations += 1
         if cfg.patience and st.bad_validations >= cfg.patience:
-            best = (f"{cfg.val_metric} {100 * st.best_score:.2f}" if st.best_score is not None
+            best = (f"{cfg.val_metric} {scale_of(cfg.val_metric) * st.best_score:.2f}" if st.best_score is not None
                     else f"val loss {st.best_val:.4f}")
             log(f"early stopping: no validation gain in {cfg.patience} validations (best {best} "
                 f"at step {st.best_step})")

@@ -43,7 +43,7 @@ def findings_rows(judged: list[dict]) -> pd.DataFrame:
             + f"; diff {_fmt(j['diff'], d)}")
         claim = j["claim"] if j["metric"] in j["claim"] else f"{j['claim']} ({j['metric']})"
         pooled = j.get("pooled") or {}
-        perm = "" if "perm_min_p" not in j else (
+        perm = "" if j.get("perm_min_p") is None else (   # None: not computed, or NaN stored as null
             f"{p_text(j['perm_p'])} (min {j['perm_min_p']:.3g})" if p_text(j.get("perm_p")) else f"(min {j['perm_min_p']:.3g})")
         verdict = j["verdict"] + (f" ({j['detail']})" if j.get("detail") and j["verdict"].startswith("not judged")
                                   else "") + "".join(f"; {x}" for x in j.get("flags", []))

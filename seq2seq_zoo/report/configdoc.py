@@ -111,15 +111,18 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|")
 
 
-def _allowed(key: str, registries: dict[str, list[str]]) -> str:
+def _allowed(key: str, registries: dict[str, list[str]], section: str | None = None) -> str:
     parts = []
     ranges, choices = dict(schema.RANGES), dict(schema.CHOICES)
-    from seq2seq_zoo.registry import decoding_rule_keys   # a decoding rule's keys: its own declarations
-    for k, (_, decl) in decoding_rule_keys().items():
-        if decl.check is not None:
-            ranges[k] = decl.check
-        if decl.choices is not None:
-            choices[k] = decl.choices
+    if section == "decode":   # a decoding rule's keys: the rule's own declarations
+        from seq2seq_zoo.registry import decoding_rule_keys
+        decl = decoding_rule_keys().get(key, (None, None))[1]
+        if decl is not None:
+            ranges.pop(key, None), choices.pop(key, None)
+            if decl.check is not None:
+                ranges[key] = decl.check
+            if decl.choices is not None:
+                choices[key] = decl.choices
     if key in ranges:
         parts.append(ranges[key][1])
     if key in choices:
@@ -178,7 +181,14 @@ def generate() -> str:
         lines += ["", f"## `{sec}.*`", "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
         for f in dataclasses.fields(cls):
             lines.append(f"| `{sec}.{f.name}` | {_cell(_type(hints[f.name]))} | `{_cell(_toml(_default(f)))}` | "
-                         f"{_cell(_allowed(f.name, registries))} | {_cell(comments.get(f.name, ''))} |")
+                         f"{_cell(_allowed(f.name, registries, sec))} | {_cell(comments.get(f.name, ''))} |")
+        if sec == "decode":   # the package's decoding rules' keys that records hold only where given
+            from seq2seq_zoo.registry import decoding_rule_keys
+            names = {f.name for f in dataclasses.fields(cls)}
+            for k, (rule, decl) in decoding_rule_keys().items():
+                if k not in names and rule.__module__.startswith("seq2seq_zoo."):
+                    lines.append(f"| `{sec}.{k}` | {type(decl.default).__name__} | `{_cell(_toml(decl.default))}` | "
+                                 f"{_cell(_allowed(k, registries, sec))} | {_cell(decl.doc)} |")
     lines += ["", "## Model options", "",
               "A run's model options are top-level keys of the run (e.g. `d_model = 256`); `vocab_size`, "
               "`max_src_len`, `max_tgt_len` and `pretrained_embeddings` come from the data and are not set "

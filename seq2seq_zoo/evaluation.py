@@ -162,10 +162,7 @@ def copy_stats(model, data: list[Encoded], pred_ids: list[list[int]], vocab_size
 def score(preds: list[str], refs: list[list[str]], spec: RunSpec, device,
           per_example: dict | None = None) -> tuple[dict, dict]:
     """The run's ``eval.metrics`` with its settings: (scores, settings)."""
-    return evaluate(preds, refs, spec.eval.metrics, per_example=per_example, stemmer=spec.eval.rouge_stemmer,
-                    rouge_unk=getattr(spec.eval, "rouge_unk", "match"),
-                    bertscore_model=spec.eval.bertscore_model, bertscore_layers=spec.eval.bertscore_layers,
-                    bertscore_batch_size=spec.eval.bertscore_batch_size, device=str(device))
+    return evaluate(preds, refs, spec.eval.metrics, per_example=per_example, config=spec.eval, device=str(device))
 
 
 def decode_and_score(model, data: list[Encoded], vocab, spec: RunSpec, cfg: DecodeConfig, device, dtype,
@@ -196,8 +193,7 @@ def validation_block(model, data: list[Encoded], vocab, spec: RunSpec, cfg: Deco
     t0 = time.perf_counter()
     preds = decode_split(model, data, vocab, cfg, device, dtype, progress)
     t1 = time.perf_counter()
-    scores, settings = evaluate(preds, [e.references for e in data], ["rouge"], stemmer=spec.eval.rouge_stemmer,
-                                rouge_unk=getattr(spec.eval, "rouge_unk", "match"))
+    scores, settings = evaluate(preds, [e.references for e in data], ["rouge"], config=spec.eval)
     return {"split": "validation", "n_examples": len(preds), "decode": decode_dict(cfg), "scores": scores,
             "settings": settings, "decode_seconds": t1 - t0, "metric_seconds": time.perf_counter() - t1}
 
@@ -432,8 +428,7 @@ def tune_decoding(run_dir: str | Path, grid: list[dict[str, Any]], *, data_dir: 
     rows = []
     for over, cfg in zip(grid, cfgs):
         preds = decode_split(model, data, trained.vocab, cfg, dev, dtype, progress)
-        sc, _ = evaluate(preds, refs, ["rouge"], stemmer=spec.eval.rouge_stemmer,
-                         rouge_unk=getattr(spec.eval, "rouge_unk", "match"))
+        sc, _ = evaluate(preds, refs, ["rouge"], config=spec.eval)
         row = {"settings": over, "decode": decode_dict(cfg), "n_examples": len(preds),
                **{k: sc[k] for k in ("rouge1", "rouge2", "rougeL", "pred_len")}}
         log(f"{', '.join(f'{k}={v}' for k, v in over.items())}: ROUGE-1 {row['rouge1']:.2f}")

@@ -103,15 +103,18 @@ register_objective = OBJECTIVES.register
 register_decoding_rule = DECODING_RULES.register
 
 
-def register_metric(name: str, columns=(), order: int = 50, sentence_scores: Callable | None = None) -> Callable:
+def register_metric(name: str, columns=(), order: int = 50, sentence_scores: Callable | None = None,
+                    options: dict[str, str] | None = None) -> Callable:
     """Register a metric with the output columns it declares (``seq2seq_zoo.metrics.Column``: label,
     per-example or not, higher-is-better, CIs, usable as ``train.val_metric`` or a reward). ``order``
     places its columns in the tables (the built-in ones: ROUGE 10, BERTScore 20, UNK ratio 30, repetition
     40, length 90). ``sentence_scores(keys, **options)`` may give a faster scorer of hypotheses against one
-    reference each than the per-example values (validation and rewards use it)."""
+    reference each than the per-example values (validation and rewards use it). ``options``: the
+    ``eval.*`` settings the metric takes, each with the keyword argument it arrives as (only these reach
+    it from a run's settings)."""
     def deco(fn):
         METRICS.register(name)(fn)
-        fn.columns, fn.order = tuple(columns), order
+        fn.columns, fn.order, fn.options = tuple(columns), order, dict(options or {})
         if sentence_scores is not None:
             fn.sentence_scores = sentence_scores
         return fn

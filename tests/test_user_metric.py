@@ -72,3 +72,19 @@ def test_a_user_metric_is_a_table_column_and_picks_the_checkpoint(tmp_path):
     cells = dict(zip(header.split("|"), next(x for x in lines if x.startswith("| a ")).split("|")))
     mean = rec["eval"]["scores"]["zz_distinct2"]
     assert cells[" distinct-2 "].strip().startswith(f"{mean:.2f} [")      # the declared CI: mean [low, high]
+
+
+def test_a_metric_receives_only_the_eval_options_it_declares():
+    from seq2seq_zoo.config import EvalConfig
+    from seq2seq_zoo.metrics import evaluate
+    from seq2seq_zoo.registry import register_metric
+    seen = []
+
+    @register_metric("zz_options_probe", options={"rouge_unk": "unk_rule"})
+    def probe(predictions, references, *, per_example=None, **kwargs):
+        seen.append(kwargs)
+        return {}, {}
+    cfg = EvalConfig(rouge_stemmer=False, rouge_unk="strip", bertscore_batch_size=3)
+    _, settings = evaluate(["a b"], [["a c"]], ["rouge", "zz_options_probe"], config=cfg, device="cpu")
+    assert seen == [{"unk_rule": "strip", "device": "cpu"}]                   # its own option, renamed
+    assert settings["rouge"]["stemmer"] is False and settings["rouge"]["label"] == "ROUGE (unk: strip)"

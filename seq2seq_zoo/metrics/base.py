@@ -88,12 +88,16 @@ def _per_example(metric, keys, scale, hyps, refs, options) -> dict[str, list[flo
 
 
 def evaluate(predictions: list[str], references: list[list[str]], metrics: list[str],
-             per_example: dict | None = None, **options):
+             per_example: dict | None = None, config=None, **options):
     """All requested metrics: (scores, settings per metric). ``per_example`` (a dict) receives
-    {name: [value per example]} from every metric that has per-example values."""
+    {name: [value per example]} from every metric that has per-example values. ``config``: a run's
+    ``eval`` settings; each metric gets from it only the options it declares (``register_metric``'s
+    ``options``). ``options`` go to every metric (e.g. ``device``)."""
     scores, settings = {}, {}
     for name in dict.fromkeys(list(metrics) + ["length"]):
-        s, st = METRICS.get(name)(predictions, references, per_example=per_example, **options)
+        metric = METRICS.get(name)
+        own = {kw: getattr(config, key) for key, kw in getattr(metric, "options", {}).items()} if config else {}
+        s, st = metric(predictions, references, per_example=per_example, **options, **own)
         scores.update(s)
         settings[name] = st
     return scores, settings

@@ -44,7 +44,8 @@ def resolve_bertscore_backbone(model: str = "auto", layers: int | None = None) -
     return model, lay, f"{model} (layer {lay})"
 
 
-@register_metric("bertscore", order=20, columns=[
+@register_metric("bertscore", order=20, options={k: k for k in (
+    "bertscore_model", "bertscore_layers", "bertscore_batch_size")}, columns=[
     Column("bertscore_p", "BERTScore P", digits=4), Column("bertscore_r", "BERTScore R", digits=4),
     Column("bertscore_f1", "BERTScore F1", per_example=True, digits=4)])
 def bertscore(predictions: list[str], references: list[list[str]], *, bertscore_model: str = "auto",

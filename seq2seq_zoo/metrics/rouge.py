@@ -75,7 +75,8 @@ def sentence_scores(keys, stemmer: bool = True, **_):
     return score
 
 
-@register_metric("rouge", columns=COLUMNS, order=10, sentence_scores=sentence_scores)
+@register_metric("rouge", columns=COLUMNS, order=10, sentence_scores=sentence_scores,
+                 options={"rouge_stemmer": "stemmer", "rouge_unk": "rouge_unk"})
 def rouge(predictions: list[str], references: list[list[str]], *, stemmer: bool = True,
           per_example: dict | None = None, rouge_unk: str = "match", **_):
     """ROUGE-1/2/3/L/Lsum F1 (rouge-score, stemming), mean and max over references. ``per_example``

@@ -126,12 +126,26 @@ def _int8_packed(m: torch.nn.Linear):
     return packed
 
 
+@functools.cache
+def _int8_reduce_range() -> bool:
+    """Whether inputs are quantised to 7 bits instead of 8: needed where int8 products are summed in pairs
+    into 16 bits and can saturate (AVX2's vpmaddubsw), not with VNNI (AVX512-VNNI, AVX-VNNI, AMX), which
+    sums into 32 bits. torch.ao's default is 7 bits everywhere; 8 bits halves the rounding of the inputs."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return True
+    return not any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+
+
 @contextlib.contextmanager
 def int8_linears(model: torch.nn.Module, enabled: bool = True):
     """Inference with every ``nn.Linear`` of ``model`` in int8 (``decode.precision = "int8"``): PyTorch's
     dynamic quantisation kernels (``quantized::linear_dynamic``: int8 weights per output channel,
-    activations quantised per call, fbgemm's VNNI/AVX-512 kernels on x86), the same arithmetic as
-    ``torch.ao.quantization.quantize_dynamic`` with a per-channel weight observer. Done by giving each
+    activations quantised per call to 8 bits where the CPU has VNNI, else 7 (``_int8_reduce_range``);
+    fbgemm's kernels on x86), the arithmetic of ``torch.ao.quantization.quantize_dynamic`` with a
+    per-channel weight observer. Done by giving each
     layer an instance ``forward`` for the duration (the fp32 weights stay where they are), not by
     swapping modules as ``quantize_dynamic`` does: code that reads a layer's ``weight`` itself (the
     recurrent models' fused attention and output kernels) keeps working, in fp32 there. Embeddings,
@@ -148,8 +162,8 @@ def int8_linears(model: torch.nn.Module, enabled: bool = True):
                 continue
             packed = _int8_packed(m)
 
-            def forward(x, packed=packed):
-                y = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed, True)
+            def forward(x, packed=packed, reduce=_int8_reduce_range()):
+                y = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed, reduce)
                 return y if x.dtype == torch.float32 else y.to(x.dtype)
             m.forward = forward
             patched.append(m)

@@ -152,7 +152,8 @@ void cov_attention_backward(int B, int T, int S, int n, const float *keys2, cons
 }
 """
 
-_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-mrecip", "-ffast-math", "-fno-finite-math-only", "-fopenmp-simd", "-fPIC", "-shared"]
+_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-mrecip", "-ffast-math", "-fno-finite-math-only",
+          "-fopenmp-simd", "-fPIC", "-shared"]
 _LIB: ctypes.CDLL | None = None
 _TRIED = False
 

@@ -24,7 +24,8 @@ NAMES = ["a-seed1", "a-seed2", "b-seed1", "b-seed2"]
 def _files(tmp: Path):
     data = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
     grid = tmp / "grid.toml"
-    grid.write_text(tiny_experiment("grid", GRID_RUNS, data_dir=data, epochs=3), encoding="utf-8")
+    # 5 epochs: the pre-empted run is stopped right after its first one, with most of its training ahead
+    grid.write_text(tiny_experiment("grid", GRID_RUNS, data_dir=data, epochs=5), encoding="utf-8")
     broken = tmp / "broken.toml"
     broken.write_text(tiny_experiment("broken", '[[runs]]\nname = "c"\ndata.dataset = "samsum"\n', seeds=1,
                                       data_dir=data, epochs=1), encoding="utf-8")
@@ -186,3 +187,24 @@ def test_slurm_launcher_without_sbatch_says_where_to_run_it(tmp_path, monkeypatc
     assert rc == 2 and err.strip() == ("zoo run: error: --launcher slurm: no sbatch on PATH; run it on a Slurm login "
                                        "node (or use --launcher local on this machine)")
     assert not (tmp_path / "R").exists()
+
+
+def test_user_config_launcher_table_is_read_and_checked(tmp_path, monkeypatch):
+    from seq2seq_zoo.config.launcher import user_config_path, user_launcher
+    from seq2seq_zoo.errors import ConfigError
+    monkeypatch.delenv("ZOO_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert user_config_path() == tmp_path / "xdg" / "seq2seq-zoo" / "config.toml" and user_launcher() == {}
+    cfg = tmp_path / "zoo.toml"
+    cfg.write_text('[launcher]\npartition = "gpu"\naccount = "nlp"\nsbatch = { constraint = "a100" }\n')
+    monkeypatch.setenv("ZOO_CONFIG", str(cfg))
+    assert user_launcher() == {"partition": "gpu", "account": "nlp", "sbatch": {"constraint": "a100"}}
+    cfg.write_text('[launcher]\npartition = "gpu"\nmax_parallel = 0\n')
+    with pytest.raises(ConfigError, match=rf"^{cfg}:3: launcher.max_parallel: expected an integer >= 1, got 0$"):
+        user_launcher()
+    cfg.write_text('[defaults]\nmodel = "gru"\n')
+    with pytest.raises(ConfigError, match="holds a \\[launcher\\] table only"):
+        user_launcher()
+    monkeypatch.setenv("ZOO_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="config file not found"):
+        user_launcher()

@@ -124,13 +124,12 @@ def scores(groups, path: Path, where: str = "",
         ax.set_xticks(x)
         ax.set_xticklabels([g.label + (f" ({len(g.rows)} seeds)" if len(g.rows) > 1 else "") for g in gs],
                            rotation=30, ha="right", fontsize=8)
+        ax.set_xlabel("run")
         ax.set_ylabel("F1 x 100")
-        ax.set_title(f"{ds}: test scores with 95% CIs" + ("; dashed: the LEAD row" if lead is not None else ""),
-                     fontsize=9)
+        ax.set_title(f"{ds}: test scores with 95% CIs" + ("; dashed: the LEAD row" if lead is not None else "")
+                     + (f"\n{where}" if where else ""), fontsize=9)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    if where:
-        fig.suptitle(where, fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
 

@@ -156,6 +156,14 @@ def decoding_rule_keys() -> dict[str, tuple[Any, Any]]:
     return out
 
 
+def objective_option_rules() -> dict[str, Callable[[Any], str | None]]:
+    """``train.*`` setting -> the rule of the registered objective that owns it (``option_rules`` of an
+    ``Objective`` class, e.g. SCST's ``rl_*``): a callable returning what is wrong with a value, or None."""
+    out: dict[str, Callable] = {}
+    for name in OBJECTIVES.names():
+        out.update(getattr(OBJECTIVES.get(name), "option_rules", None) or {})
+    return out
+
 def create_model(name: str, **kwargs):
     return MODELS.create(name, **kwargs)
 

@@ -194,11 +194,26 @@ def test_config_rejects_bad_reward_and_gamma(tmp_path):
     from seq2seq_zoo.config import ConfigError, load_experiment
     for body, match in (('train.rl_reward = "bleu"', r"exp.toml:\d+: .*rl_reward.*cannot read 'bleu'"),
                         ("train.rl_gamma = 1.5", r"exp.toml:\d+: .*rl_gamma.*must be in \[0, 1\]"),
-                        ('train.val_metric = "rouge"', r"exp.toml:\d+: .*val_metric.*rouge1")):
+                        ('train.val_metric = "rouge"', r"exp.toml:\d+: .*val_metric.*rouge1"),
+                        ('train.rl_logp = "men"', r"exp.toml:\d+: .*rl_logp: 'men' is not one of sum, mean\. Did you "
+                                                  r"mean 'mean'\?"),
+                        ("train.rl_gamma_ramp = 0.0", r"exp.toml:\d+: .*rl_gamma_ramp: 0.0 must be in \(0, 1\]")):
         p = tmp_path / "exp.toml"
         p.write_text(f'[defaults]\nmodel = "gru"\ntrain.objective = "scst"\n{body}\n')
         with pytest.raises(ConfigError, match=match):
             load_experiment(p)
+
+
+def test_scst_owns_its_settings():
+    """SCST's rl_* settings are declared by the objective (the keys it is built with, and their rules); the
+    configuration schema keeps their defaults for the record but no rule of them."""
+    from seq2seq_zoo.config import schema
+    from seq2seq_zoo.registry import objective_option_rules
+    assert set(SelfCritical.options) == set(SelfCritical.option_rules) <= set(objective_option_rules())
+    assert not [k for k in (*schema.RANGES, *schema.CHOICES) if k.startswith("rl_")]
+    vocab, _, _, cfg = setup(rl_gamma=0.5, rl_gamma_end=0.7, rl_logp="mean")
+    obj = SelfCritical.from_config(cfg, vocab)
+    assert (obj.gamma0, obj.gamma1, obj.logp_reduce) == (0.5, 0.7, "mean")
 
 
 def test_scst_through_the_loop_with_rouge_validation(tmp_path):

@@ -172,11 +172,6 @@ RANGES = {
     "min_freq": (lambda v: v >= 1, "must be >= 1"),
     "train_sample": (lambda v: 0 <= v <= 1, "must be a fraction in [0, 1] (0.05 = 1/20 of the training split)"),
     "examples_per_split": (lambda v: v >= 0, "must be >= 0"),
-    "rl_gamma": (lambda v: 0 <= v <= 1, "must be in [0, 1]"),
-    "rl_gamma_end": (lambda v: v is None or 0 <= v <= 1, "must be in [0, 1]"),
-    "rl_gamma_ramp": (lambda v: 0 < v <= 1, "must be in (0, 1]: the fraction of the run the ramp takes"),
-    "rl_max_len": (lambda v: 1 <= v <= 10_000, "must be >= 1 and <= 10000"),
-    "rl_repetition_penalty": (lambda v: v >= 0, "must be >= 0"),
     "val_max": (lambda v: v >= 0, "must be >= 0"),
     "average_last": (lambda v: 0 <= v <= 1000, "must be >= 0 and <= 1000 (0: decode best.pt as it is)"),
     "bertscore_batch_size": (lambda v: 1 <= v <= 65_536, "must be >= 1 and <= 65536"),
@@ -190,13 +185,12 @@ RANGES = {
 
 # the rules above and below are keyed by a section field's name and apply to that section's field only
 # (a model option of the same name is checked by the model's own ``option_rules``; a decoding rule's
-# decode.* keys by the rule's own declarations)
+# decode.* keys by the rule's own declarations; an objective's train.* settings, e.g. SCST's rl_*, by the
+# objective's ``option_rules``)
 CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
     "optimizer": ("adam", "adamw"),
     "method": ("beam", "greedy"),
-    "rl_logp": ("sum", "mean"),
-    "rl_ml_scale": ("sequence", "token"),
     "rouge_unk": ("match", "strip"),
     "on_bad": ("error", "skip_empty", "skip"),
     "split": ("train", "validation", "test"),

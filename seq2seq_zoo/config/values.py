@@ -13,7 +13,7 @@ from typing import Any
 
 from seq2seq_zoo.config.schema import CHOICES, RANGES, SECTIONS, SEED_MAX, SEEDS_MAX, DecodeConfig
 from seq2seq_zoo.config.toml_lines import _Where
-from seq2seq_zoo.registry import UnknownName, decoding_rule_keys, did_you_mean
+from seq2seq_zoo.registry import UnknownName, decoding_rule_keys, did_you_mean, objective_option_rules
 
 
 def _type_ok(value, tp) -> bool:
@@ -51,15 +51,16 @@ def _check_value(ctx: _Where, key: str, value, section: str) -> None:
         return
     if leaf not in {f.name for f in dataclasses.fields(SECTIONS[section])}:
         return
+    owner = objective_option_rules().get(leaf) if section == "train" else None
+    if owner is not None:   # an objective's own setting (SCST's rl_*): the objective's rule
+        problem = owner(value)
+        if problem:   # a Rule says what the value must be; a plain check returns the whole message
+            raise ctx.fail(key, f"{value!r} {problem}" if hasattr(owner, "says") else problem)
+        return
     if leaf in RANGES and value is not None and isinstance(value, (int, float)):
         ok, desc = RANGES[leaf]
         if not ok(value):
             raise ctx.fail(key, f"{value!r} {desc}")
-    if leaf == "rl_reward":
-        try:
-            parse_reward(value, declared("reward"))
-        except ValueError as e:
-            raise ctx.fail(key, str(e)) from None
     if leaf == "val_metric" and value != "loss" and value not in declared("val_metric"):
         choices = ["loss", *declared("val_metric")]
         raise ctx.fail(key, f"{value!r} is not one of {', '.join(choices)}.{did_you_mean(value, choices)}")

@@ -129,12 +129,22 @@ def _allowed(key: str, registries: dict[str, list[str]], section: str | None = N
         parts.append("one of " + ", ".join(f"`{c}`" for c in choices[key]))
     if key in registries:
         parts.append("registered: " + ", ".join(f"`{c}`" for c in registries[key]))
+    rule = _objective_rules().get(key)
+    if rule is not None and getattr(rule, "choices", ()):   # an objective's own setting (SCST's rl_*)
+        parts.append("one of " + ", ".join(f"`{c}`" for c in rule.choices))
+    elif rule is not None and getattr(rule, "says", None):
+        parts.append(rule.says)
     if key == "val_metric":   # the package's metrics' columns declared val_metric=True
         from seq2seq_zoo.registry import metric_columns
         own = [c.key for c in metric_columns("val_metric") if _own_metric_column(c)]
         parts.append("one of " + ", ".join(f"`{c}`" for c in ["loss", *own]) + " (or a user metric's declared "
                      "column)")
     return "; ".join(parts)
+
+
+def _objective_rules() -> dict:
+    from seq2seq_zoo.registry import objective_option_rules
+    return objective_option_rules()
 
 
 def _own_metric_column(column) -> bool:

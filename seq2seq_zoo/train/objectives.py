@@ -8,9 +8,10 @@ import torch
 
 from seq2seq_zoo.data.vocab import PAD_ID
 from seq2seq_zoo.decode import rollout
+from seq2seq_zoo.models.base import Rule, at_least, between, one_of
 from seq2seq_zoo.models.base import targets_for, token_losses  # noqa: F401 - the loss the objectives use
 from seq2seq_zoo.registry import register_objective
-from seq2seq_zoo.train.rewards import RewardFunction, row_text
+from seq2seq_zoo.train.rewards import RewardFunction, reward_problem, row_text
 
 
 class Objective:
@@ -107,6 +108,14 @@ class SelfCritical(Objective):
 
     options = ("rl_reward", "rl_gamma", "rl_gamma_end", "rl_gamma_ramp", "rl_max_len", "rl_repetition_penalty",
                "rl_logp", "rl_ml_scale")
+    # the rules of these settings, checked when an experiment file is read (train.rl_max_len also bounds
+    # the greedy decodes of decode-based validation)
+    option_rules = {"rl_reward": reward_problem, "rl_gamma": between(0, 1, closed=True),
+                    "rl_gamma_end": between(0, 1, closed=True),
+                    "rl_gamma_ramp": Rule(lambda v: 0 < v <= 1, "must be in (0, 1]: the fraction of the run the ramp takes"),
+                    "rl_max_len": Rule(lambda v: 1 <= v <= 10_000, "must be >= 1 and <= 10000"),
+                    "rl_repetition_penalty": at_least(0), "rl_logp": one_of("sum", "mean"),
+                    "rl_ml_scale": one_of("sequence", "token")}
 
     def __init__(self, label_smoothing: float = 0.0, vocab=None, *, rl_reward: str, rl_gamma: float,
                  rl_gamma_end: float | None, rl_gamma_ramp: float, rl_max_len: int, rl_repetition_penalty: float,

@@ -18,6 +18,14 @@ from seq2seq_zoo.data.vocab import EOS_ID, PAD_ID
 from seq2seq_zoo.metrics import repetition_ratio, sentence_scorer, words
 
 
+def reward_problem(spec) -> str | None:
+    """What is wrong with a reward spec (``train.rl_reward``), or None."""
+    try:
+        parse_reward(spec, declared("reward"))
+    except ValueError as e:
+        return str(e)
+    return None
+
 class RewardFunction:
     """Callable on (hypothesis strings, reference strings) -> list of rewards, one per pair. The names a
     reward may use are the metric columns declared ``reward=True``."""

@@ -171,6 +171,10 @@ def _local(args, opts, exp, exp_dir, results, log_dir, todo, run_jobs) -> int:
         for job in running:
             job.cancel()
         raise
+    try:
+        (log_dir / "%j").rmdir()   # the empty folder submitit's local executor makes of the pattern itself
+    except OSError:
+        pass
     from argparse import Namespace
 
     from seq2seq_zoo.cli.report import cmd_report

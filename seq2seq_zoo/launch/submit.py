@@ -178,8 +178,8 @@ def run_status(exp_dir: Path, run: str, entry: dict[str, Any] | None,
     live = squeue.get(jid) if entry.get("launcher") != "local" else (("RUNNING", "") if local_alive(jid) else None)
     if live and live[0] in LIVE:
         if live[0] == "PENDING":
-            again = f", requeued {st.get('attempt', 0) + (st.get('state') == 'requeued')} time(s)" \
-                if st.get("state") == "requeued" or st.get("attempt") else ""
+            stopped = st.get("state") in ("requeued", "stopped")   # by submitit's signal, or by Slurm itself
+            again = f", requeued {st.get('attempt', 0) + stopped} time(s)" if stopped or st.get("attempt") else ""
             return ("requeued" if again else "pending"), f"job {jid} ({live[1] or 'waiting'}{again})"
         where = f" on {st['host']}" if st.get("host") else ""
         return "running", f"job {jid}{where}" + (f", attempt {st['attempt'] + 1}" if st.get("attempt") else "") + \

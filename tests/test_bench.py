@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from conftest import write_dialogsum
+from conftest import tiny_experiment, write_dialogsum
 from seq2seq_zoo import bench
 
 CPU = torch.device("cpu")
@@ -86,8 +86,7 @@ def test_epoch_scaling_on_a_tiny_corpus(tmp_path):
     from seq2seq_zoo.runner import prepare_data
     write_dialogsum(tmp_path, n_train=24)
     exp = tmp_path / "e.toml"
-    exp.write_text('[experiment]\nname = "t"\ndataset = "dialogsum"\n[defaults]\nmodel = "transformer"\n'
-                   'd_model = 16\nd_ff = 32\nheads = 2\nlayers = 1\ntrain.batch_size = 4\n[[runs]]\nname = "a"\n')
+    exp.write_text(tiny_experiment("t", '[[runs]]\nname = "a"\n', seeds=1, batch_size=4))
     spec = load_experiment(exp).runs[0]
     vocab, data, _ = prepare_data(spec, str(tmp_path), log=lambda s: None)
     res = bench.epoch_scaling(CPU, TINY_PLAN, prepared=(spec, vocab, data), progress=lambda s: None)

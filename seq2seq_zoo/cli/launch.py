@@ -124,7 +124,7 @@ def _slurm(args, opts, exp, exp_dir, results, log_dir, todo, run_jobs, cwd) -> i
         rjob = rex.submit(submit.ReportJob(["report", str(exp_dir), "--results", str(results)], cwd, str(exp_dir),
                                            "report"))
         report_id = str(rjob.job_id)
-    submit.note_submitted(exp_dir, "slurm", ids, report_id)
+    submit.note_submitted(exp_dir, "slurm", ids, report_id, profile=exp.profile)
     for name, jid in ids.items():
         print(f"[{name}] submitted: job {jid}")
     if report_id:
@@ -160,7 +160,7 @@ def _local(args, opts, exp, exp_dir, results, log_dir, todo, run_jobs) -> int:
                 spec, rj = queue.pop(0)
                 job = ex.submit(rj)
                 names[job.job_id] = spec.name
-                submit.note_submitted(exp_dir, "local", {spec.name: str(job.job_id)})
+                submit.note_submitted(exp_dir, "local", {spec.name: str(job.job_id)}, profile=exp.profile)
                 print(f"[{spec.name}] started: local job {job.job_id}")
                 running.append(job)
             for job in list(running):
@@ -213,10 +213,21 @@ def _print_status(exp, exp_dir: Path, squeue: dict | None = None) -> int:
 
 def cmd_status(args) -> int:
     """zoo status EXP: each run's job (pending, running, requeued, done, failed with its error and log)."""
-    from seq2seq_zoo.config import load_experiment
+    import tomllib
+
+    from seq2seq_zoo.config import load_experiment, parse_toml
+    from seq2seq_zoo.launch.submit import read_jobs
     _kind(args.experiment, "file", "the experiment (a TOML file)")
     _kind(args.results, "dir", "--results")
-    exp = load_experiment(args.experiment, profile=None if args.profile in ("auto", "none") else args.profile)
+    profile = None if args.profile in ("auto", "none") else args.profile
+    if args.profile == "auto":   # the profile the jobs were submitted with
+        try:
+            raw = parse_toml(Path(args.experiment).read_text(encoding="utf-8"))
+            name = raw.get("experiment", {}).get("name", Path(args.experiment).stem)
+            profile = read_jobs(Path(args.results) / str(name)).get("profile")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+            pass   # load_experiment names what is wrong with the file
+    exp = load_experiment(args.experiment, profile=profile)
     exp_dir = Path(args.results) / exp.name
     if not exp_dir.is_dir():
         print(f"{exp.name}: nothing under {exp_dir} yet (zoo run {args.experiment} --launcher slurm submits it)")

@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and Slurm's queue (squeue); needs no accounting database. Exit status 2 when a "
                                    "job failed for a user error, 1 for another failure, else 0.")
     p.add_argument("experiment", help="experiment TOML file, e.g. experiments/pe_ablation.toml")
-    p.add_argument("--profile", default="auto", help="the profile the runs were submitted with (run names only)")
+    p.add_argument("--profile", default="auto", help="the profile whose runs to list (default: the one the jobs "
+                                                     "were submitted with; 'none' for full size)")
     _add_common(p)
 
     p = sub.add_parser("report", help="rebuild tables and plots from stored run records (no training)")

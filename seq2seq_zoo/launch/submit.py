@@ -112,8 +112,12 @@ def read_jobs(exp_dir: Path) -> dict[str, Any]:
     return d if d and isinstance(d.get("runs"), dict) else {"runs": {}, "report": None}
 
 
-def note_submitted(exp_dir: Path, kind: str, jobs: dict[str, str], report: str | None = None) -> None:
+def note_submitted(exp_dir: Path, kind: str, jobs: dict[str, str], report: str | None = None,
+                   profile: str | None = None) -> None:
+    """Add the jobs just submitted to ``jobs.json`` (each run's latest job), with the profile they run
+    (``zoo status`` reads the runs with it)."""
     d = read_jobs(exp_dir)
+    d["profile"] = profile
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     for run, job_id in jobs.items():
         d["runs"][run] = {"job_id": job_id, "launcher": kind, "submitted": when}

@@ -248,3 +248,23 @@ def test_a_committed_experiments_page_in_chromium(browser_page, tmp_path):
     pg.select_option("#sort", "-diff")
     pg.select_option("#attKind", "coverage")
     assert pg.problems == [] and pg.requests == [out.as_uri()]
+
+
+def test_page_of_runs_without_predictions_or_maps(experiment, browser_page, tmp_path):
+    """Runs that stored no predictions.jsonl and no attention.json: the page says so and shows the rest."""
+    from seq2seq_zoo.report import extras, significance
+    from seq2seq_zoo.results import load_records
+    _, results = experiment
+    exp = tmp_path / "htmlpage"
+    shutil.copytree(results / "htmlpage", exp)
+    for f in [*exp.glob("*/predictions.jsonl"), *exp.glob("*/attention.json")]:
+        f.unlink()
+    rows, _ = extras.with_decodes(load_records(exp))
+    html, _ = page.build_page(exp, rows, significance.group_rows(rows), [])
+    (exp / "report.html").write_text(html, encoding="utf-8")
+    pg = browser_page
+    pg.goto((exp / "report.html").as_uri())
+    pg.wait_for_selector("body[data-ready='1']", timeout=15000)
+    assert "stored its test predictions" in pg.inner_text("#examples")
+    assert "stored an attention map" in pg.inner_text("#attention")
+    assert "ROUGE-1 per seed" in html and pg.problems == []

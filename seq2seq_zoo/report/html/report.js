@@ -102,7 +102,7 @@ function setupControls() {
   others.innerHTML = runs.map(r => `<label><input type="checkbox" data-run="${esc(r.label)}"> ${esc(r.label)}`
     + (r.seeds.length > 1 ? ` <select data-seedfor="${esc(r.label)}">${r.seeds.filter(s => s in DATA.outputs[r.label]).map(s => `<option value="${s}">seed ${s}</option>`).join("")}</select>` : "")
     + `</label>`).join(" ");
-  const note = META.datasets[ds].note;
+  const note = (META.datasets[ds] || {}).note;
   $("srcnote").textContent = note || "";
 }
 
@@ -263,6 +263,10 @@ async function start() {
   catch (e) { $("loading").textContent = "This browser cannot read the page's embedded data (it needs DecompressionStream: Chromium 80+, Firefox 113+, Safari 16.4+)."; throw e; }
   $("loading").remove();
   $("dataset").innerHTML = Object.keys(DATA.examples).map(d => `<option>${esc(d)}</option>`).join("");
+  if (!Object.keys(DATA.examples).length) {  // no run stored predictions.jsonl
+    $("examples").innerHTML = "<p>No run of this experiment stored its test predictions (predictions.jsonl).</p>";
+    setupAttention(); document.body.dataset.ready = "1"; return;
+  }
   setupControls();
   $("dataset").onchange = () => { setupControls(); refresh(true); };
   $("runA").onchange = () => { fillSeeds($("seedA"), $("runA").value, true); refresh(true); };

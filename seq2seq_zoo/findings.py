@@ -33,12 +33,6 @@ def known_metrics() -> tuple[str, ...]:
     (``seq2seq_zoo.metrics.Column``, a user file's metric included), then the per-run quantities."""
     from seq2seq_zoo.registry import metric_columns
     return tuple(c.key for c in metric_columns("per_example")) + PER_RUN_METRICS
-
-
-def __getattr__(name: str):
-    if name == "METRICS":   # the known metrics when asked (the registry fills in on first use)
-        return known_metrics()
-    raise AttributeError(name)
 FINDING_KEYS = ("claim", "metric", "source", "note", "test_informed")
 
 _NAME = r"[\w.-]+(?:/[\w.-]+|@init)?"

@@ -43,7 +43,8 @@ def folder_groups(folder: Path, prefix: str) -> list:
 def compare(side_a: str, side_b: str, op: str = ">", metric: str = "rouge1", scale: float = 1.0) -> dict:
     """Judge "A op scale * B" on ``metric`` with the training seed as the unit; A and B are ``FOLDER:RUN``.
     Returns the judged dict of ``significance.judge`` (verdict, means, difference, CIs, p, power)."""
-    from seq2seq_zoo.findings import METRICS, PER_RUN_METRICS, Finding
+    from seq2seq_zoo.findings import PER_RUN_METRICS, Finding, known_metrics
+    METRICS = known_metrics()   # the registered metrics' per-example columns, a user file's included
     from seq2seq_zoo.registry import did_you_mean
     from seq2seq_zoo.report import significance
     if metric not in METRICS:

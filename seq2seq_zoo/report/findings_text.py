@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from seq2seq_zoo.registry import metric_columns
 from seq2seq_zoo.utils import atomic_write_text
 
 FINDINGS_FILE = "findings.json"
@@ -36,8 +37,9 @@ def _seeds(j: dict) -> str:
 
 def findings_rows(judged: list[dict]) -> pd.DataFrame:
     rows = []
+    digits = {c.key: c.digits for c in metric_columns()}
     for j in judged:
-        d = 4 if j["metric"] in ("best_val_loss", "bertscore_f1", "repetition", "unk_ratio") else 2
+        d = 4 if j["metric"] == "best_val_loss" else digits.get(j["metric"]) or 2   # as the metric declares
         meas = "" if "diff" not in j else (
             f"{_fmt(j['mean_a'], d)} vs {_fmt(j['mean_b'], d)}" + (f" (= {j['scale']:g} x B)" if j["scale"] != 1 else "")
             + f"; diff {_fmt(j['diff'], d)}")

@@ -141,7 +141,7 @@ def _style(k: int) -> dict:
 
 
 def val_score(records: list[dict], path: Path) -> Path | None:
-    """Validation score (``train.val_metric``, x100, greedy decoding) by update: one line per run (the mean
+    """Validation score (``train.val_metric`` on its metric's scale, greedy decoding) by update: one line per run (the mean
     over its seeds, a band from the lowest to the highest seed), one panel per dataset, the legend beside
     the axes; decoding variants share their run's curve and are left out."""
     curves: dict[str, dict[str, list[dict]]] = {}
@@ -153,12 +153,14 @@ def val_score(records: list[dict], path: Path) -> Path | None:
         curves.setdefault(ds, {}).setdefault(run_group(r["run"], r["seed"]), []).append(r)
     if not curves:
         return None
+    from seq2seq_zoo.metrics import scale_of
     fig, axes = plt.subplots(len(curves), 1, figsize=(7.6, 3.8 * len(curves)), squeeze=False)
     for ax, (ds, runs) in zip(axes[:, 0], curves.items()):
         for k, (name, rs) in enumerate(runs.items()):
             metric = rs[0]["train"]["val_metric"]
             steps = sorted({p["step"] for r in rs for p in r["train"]["val_curve"] if p.get(f"val_{metric}") is not None})
-            v = np.array([[next((100 * p[f"val_{metric}"] for p in r["train"]["val_curve"] if p["step"] == s
+            scale = scale_of(metric)   # as the metric shows it: ROUGE F1 x 100
+            v = np.array([[next((scale * p[f"val_{metric}"] for p in r["train"]["val_curve"] if p["step"] == s
                                  and p.get(f"val_{metric}") is not None), np.nan) for s in steps] for r in rs])
             st = _style(k)
             ax.plot(steps, np.nanmean(v, 0), marker="o", ms=2.5, lw=1.4,

@@ -275,6 +275,7 @@ def curves(runs: list[dict]) -> list[dict]:
                 series.append({"label": run["label"], "points": pts, "seeds": len(hs)})
         if series:
             out.append({"title": title, "x": xk, "y": yk.replace("_", " "), "series": series})
+    from seq2seq_zoo.metrics import scale_of
     for key, title in (("val_curve", "validation metric by update (greedy decoding)"),):
         series = []
         for run in runs:
@@ -289,12 +290,12 @@ def curves(runs: list[dict]) -> list[dict]:
                 for p in r["train"][key]:
                     v = p.get(f"val_{metric}")
                     if v is not None:
-                        pts.setdefault(p["step"], []).append(100 * float(v))   # stored as a fraction
+                        pts.setdefault(p["step"], []).append(scale_of(metric) * float(v))   # stored as 0-1
             if pts:
                 series.append({"label": run["label"], "points": [(s, float(np.mean(v))) for s, v in sorted(pts.items())],
                                "seeds": len(rows)})
         if series:
-            out.append({"title": title, "x": "update", "y": "ROUGE F1 x 100", "series": series})
+            out.append({"title": title, "x": "update", "y": "score (ROUGE: F1 x 100)", "series": series})
     series = []
     for run in runs:
         r = next((r for r in run["group"].rows if r.get("lr_curve")), None)

@@ -41,7 +41,8 @@ def cmd_run(args) -> int:
             finished = True
             return 0
         _decode_sweep(exp, exp_dir, args, cmd)
-        _report(exp_dir, args, t0)
+        if not getattr(args, "no_report", False):
+            _report(exp_dir, args, t0)
         finished = True
     except KeyboardInterrupt as e:
         # Ctrl-C / SIGTERM in training: every rank stopped at the same update (rank 0 writing last.pt),

@@ -157,8 +157,9 @@ class RunJob(_Job):
 
     def __call__(self) -> dict[str, Any]:
         env = _environment()
-        argv = list(self.argv) + (["--force"] if self.force else []) + (["--resume"] if env["attempt"] or not
-                                                                        self.force else [])
+        # the report job after the array (or the local launcher at its end) writes the folder's report once
+        argv = list(self.argv) + ["--no-report"] + (["--force"] if self.force else []) \
+            + (["--resume"] if env["attempt"] or not self.force else [])
         self._release_own_lock()
         self._start(argv)
         self._state(state="running")

@@ -143,13 +143,16 @@ class Summarizer:
         return Encoded(id_, np.asarray(self.vocab.encode(toks)), np.asarray(src_ext), oovs,
                        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [""], text)
 
-    def _decode_cfg(self, beam_size, max_len):
-        """The run's decode settings with ``beam_size``/``max_len`` changed, checked by the experiment
-        file's rules (types, ranges, at most the longest target the model is built for) before any work."""
+    def _decode_cfg(self, beam_size, max_len, int8: bool = False):
+        """The run's decode settings with ``beam_size``/``max_len`` changed (and ``decode.precision =
+        "int8"`` with ``int8``), checked by the experiment file's rules (types, ranges, at most the longest
+        target the model is built for) before any work."""
         from seq2seq_zoo.config.schema import DecodeConfig, decode_too_long, decode_with
         from seq2seq_zoo.config.values import _build
         from seq2seq_zoo.errors import ConfigError
         over = {k: v for k, v in {"beam_size": beam_size, "max_len": max_len}.items() if v is not None}
+        if int8:
+            over["precision"] = "int8"
         _build(DecodeConfig, over, "decode", "<arguments>")
         cfg = decode_with(self.spec.decode, over)
         too_long = decode_too_long(cfg, self.spec.data)
@@ -158,21 +161,23 @@ class Summarizer:
         return cfg
 
     @torch.no_grad()
-    def __call__(self, text: str, beam_size: int | None = None, max_len: int | None = None) -> str:
+    def __call__(self, text: str, beam_size: int | None = None, max_len: int | None = None,
+                 int8: bool = False) -> str:
         ex = self._encode(text)
         if ex is None:
             raise DataError("the input has no words to summarise (it is empty or only whitespace)")
-        ids = generate(self.model, collate([ex]), self._decode_cfg(beam_size, max_len))[0]
+        ids = generate(self.model, collate([ex]), self._decode_cfg(beam_size, max_len, int8))[0]
         return detokenize(self.vocab.decode(ids, ex.oovs))
 
     @torch.no_grad()
     def summarize(self, texts, batch_size: int = 16, beam_size: int | None = None, max_len: int | None = None,
-                  progress: bool = False) -> list[str]:
+                  progress: bool = False, int8: bool = False) -> list[str]:
         """Summaries of ``texts`` (any iterable of strings), in order; an empty text gets "". Texts of
-        similar length are batched together (``batch_size`` per batch)."""
+        similar length are batched together (``batch_size`` per batch). ``int8``: the linear layers in
+        int8 (``decode.precision = "int8"``)."""
         from tqdm.auto import tqdm
         texts = list(texts)
-        cfg = self._decode_cfg(beam_size, max_len)
+        cfg = self._decode_cfg(beam_size, max_len, int8)
         encoded = [self._encode(t, str(i)) for i, t in enumerate(texts)]
         order = sorted((i for i, e in enumerate(encoded) if e is not None), key=lambda i: len(encoded[i].src))
         out = [""] * len(texts)

@@ -129,3 +129,32 @@ def test_bench_int8_stage_times_each_family_and_reads_the_rouge_change(tmp_path)
     assert t["value"] == pytest.approx(5.0) and t["met"] and "transformer -0.10" in t["status"]
     md = "\n".join(int8_markdown(res, {"beams": 2, "dec_sources": 2, "dec_len": 4}))
     assert "| transformer |" in md and "30.00 -> 29.90 (-0.10; 250 test)" in md
+
+
+def test_summarize_int8_decodes_through_the_int8_layers(tmp_path, monkeypatch, capsys):
+    import contextlib
+
+    from conftest import run_cli, tiny_experiment, write_dialogsum
+    from seq2seq_zoo import decode
+    data = write_dialogsum(tmp_path / "data", n_train=8, n_dev=2, n_test=2)
+    toml = tmp_path / "i8.toml"
+    toml.write_text(tiny_experiment("i8", '[[runs]]\nname = "a"\n', seeds=1, data_dir=data, epochs=1,
+                                    decode_max_len=8), encoding="utf-8")
+    results = tmp_path / "results"
+    assert run_cli(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    calls = []
+
+    @contextlib.contextmanager
+    def counting(model, enabled=True):
+        calls.append(enabled)
+        with int8_linears(model, enabled):
+            yield model
+    monkeypatch.setattr(decode, "int8_linears", counting)
+    text = tmp_path / "in.txt"
+    text.write_text("#Person1#: hello there , how are you ?\n#Person2#: fine , thanks .\n", encoding="utf-8")
+    run = results / "i8" / "a"
+    assert run_cli(["summarize", str(run), "--file", str(text)]) == 0
+    assert run_cli(["summarize", str(run), "--file", str(text), "--int8"]) == 0
+    assert calls == [False, True]
+    plain, quant = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert plain and quant

@@ -38,7 +38,7 @@ def cmd_summarize(args) -> int:
     s = Summarizer.load(args.run_dir, args.checkpoint)   # a bad model folder is named before stdin is read
     raw = Path(args.file).read_bytes() if args.file else sys.stdin.buffer.read()
     text = raw.decode("utf-8", errors="replace")
-    print(s(text, beam_size=args.beam_size, max_len=args.max_len))
+    print(s(text, beam_size=args.beam_size, max_len=args.max_len, int8=args.int8))
     return 0
 
 
@@ -95,7 +95,7 @@ def _summarize_many(args) -> int:
         texts.append(obj[key])
     s = Summarizer.load(args.run_dir, args.checkpoint)
     out = s.summarize(texts, batch_size=args.batch_size, beam_size=args.beam_size, max_len=args.max_len,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, int8=args.int8)
     text = "".join(json.dumps({"id": i, "summary": o}, ensure_ascii=False) + "\n" for i, o in zip(ids, out))
     if args.output:
         from seq2seq_zoo.utils import atomic_write_text

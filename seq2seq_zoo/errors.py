@@ -107,3 +107,8 @@ class BadExport(UserError, ValueError):
 class UnsafePath(UserError, ValueError):
     """A path the suite was about to write that would land outside its results folder (a name such as
     ``..``, a path separator in a name, a symbolic link pointing elsewhere); nothing was written."""
+
+
+class FigureError(UserError, ValueError):
+    """A figure marker in a note (``<!-- fig: ... -->``, report/figures.py) that names no row, column or claim
+    of its folder."""

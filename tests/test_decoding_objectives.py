@@ -285,7 +285,7 @@ def _snapshot(d):
     return {str(p.relative_to(d)): p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
 
 
-def test_zoo_tune_scores_a_grid_on_validation_and_writes_nothing(tiny_run, capsys):
+def test_zoo_tune_scores_a_grid_on_validation_and_stores_only_its_grid(tiny_run, capsys):
     from conftest import run_cli
     before = _snapshot(tiny_run.parent)
     capsys.readouterr()
@@ -296,7 +296,10 @@ def test_zoo_tune_scores_a_grid_on_validation_and_writes_nothing(tiny_run, capsy
                                              {"beam_size": 2, "length_penalty": 0.6}, {"beam_size": 2, "length_penalty": 1.0}]
     assert all(r["n_examples"] == 4 for r in rows)          # the tiny corpus: 4 validation, 3 test examples
     assert rows[0]["rouge1"] == rows[1]["rouge1"]            # beam 1 is greedy whatever the length penalty
-    assert _snapshot(tiny_run.parent) == before              # nothing written into the run or its folder
+    after = _snapshot(tiny_run.parent)                       # only the run's tune.json is new: no test output
+    assert {k: v for k, v in after.items() if k != "base/tune.json"} == before and "base/tune.json" in after
+    stored = json.loads((tiny_run / "tune.json").read_text(encoding="utf-8"))["rows"]
+    assert [(r["settings"], r["rouge1"]) for r in stored] == [(r["settings"], r["rouge1"]) for r in rows]
     # the scores are those of the validation split decoded with that setting
     from seq2seq_zoo.evaluation import decode_split
     from seq2seq_zoo.inference import load_trained_run, run_spec

@@ -37,6 +37,7 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 
+from seq2seq_zoo.errors import FigureError  # noqa: F401 (raised here; re-exported)
 from seq2seq_zoo.utils import atomic_write_text
 
 MARKER = re.compile(r"<!-- fig: (?P<spec>.*?) -->(?P<body>.*?)<!-- /fig -->")
@@ -48,10 +49,6 @@ CELL = re.compile(r"^(?P<mean>-?[\d.]+)(?: ± (?P<sd>[\d.]+))?(?: (?P<ci>\[-?[\d
 # what the check for unmarked figures looks for: a mean ± sd, and a p-value
 MEAN_SD = re.compile(r"[-+]?\d+\.\d+\s?±\s?\d+(?:\.\d+)?")
 P_VALUE = re.compile(r"\bp\s?(?:=|<|≈|~)?\s?0?\.\d+")
-
-
-class FigureError(ValueError):
-    """A marker that names no row, column or claim of its folder."""
 
 
 # ------------------------------------------------------------------------------------ the sources

@@ -12,11 +12,16 @@ def cmd_power(args) -> int:
     import json
     from seq2seq_zoo import stats
     from seq2seq_zoo.report.significance import ARCHIVE, FINDINGS_FILE
-    from seq2seq_zoo.utils import atomic_write_text
+    from seq2seq_zoo.report.scope import tracked_filter
+    from seq2seq_zoo.utils import atomic_write_text, dumps_json
     root = _kind(args.results, "dir", "--results")
     if not 0 < args.power < 1:
         raise UserError(f"--power {args.power}: expected a number between 0 and 1, e.g. 0.8")
-    files = sorted(set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}")))
+    # the findings git tracks: a user's own runs (the smoke run, their own experiments) never enter the
+    # committed seed plan (report/scope.py)
+    tracked = tracked_filter(root)
+    files = sorted(f for f in set(root.glob(f"*/{FINDINGS_FILE}")) | set(root.glob(f"*/*/{FINDINGS_FILE}"))
+                   if tracked(f))
     if not files:
         raise UserError(f"no judged findings under {root}/ (*/{FINDINGS_FILE}); run `zoo report` first")
     plan = []
@@ -46,10 +51,10 @@ def cmd_power(args) -> int:
         print(f"{r['experiment'][:32]:32} {r['claim'][:48]:48} {seeds:>7} {num(r['effect'], '{:.4g}'):>8} "
               f"{num(r['seed_sd'], '{:.4g}'):>8} {num(r['power_now'], '{:.2f}'):>6} {need:>9}")
     out = root / "seed_plan.json"
-    atomic_write_text(out, json.dumps({"target_power": args.power, "alpha": stats.ALPHA, "test": "two-sided t over "
+    atomic_write_text(out, dumps_json({"target_power": args.power, "alpha": stats.ALPHA, "test": "two-sided t over "
                                        "seed means (Welch; one-sample against a deterministic baseline; paired for "
                                        "matched seeds), power from the noncentral t with the observed seed sd",
-                                       "findings": plan}, indent=1) + "\n")
+                                       "findings": plan}, indent=1, ensure_ascii=True) + "\n")
     print(f"wrote {out} (seeds per arm for {args.power:.0%} power; '-': no seed sd to plan with, e.g. one seed)")
     if args.notes:
         for exp in dict.fromkeys(r["experiment"] for r in plan):

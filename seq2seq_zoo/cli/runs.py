@@ -181,8 +181,9 @@ def _eval_decode(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    """zoo tune RUN_DIR --grid KEY=V1,V2 ...: validation ROUGE per decoding setting; writes nothing."""
-    from seq2seq_zoo.evaluation import parse_grid, tune_decoding, tune_table
+    """zoo tune RUN_DIR --grid KEY=V1,V2 ...: validation ROUGE per decoding setting, stored in the run's
+    tune.json; test outputs are not touched."""
+    from seq2seq_zoo.evaluation import parse_grid, save_tune, tune_decoding, tune_table
     from seq2seq_zoo.inference import run_spec
     _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
     from seq2seq_zoo.inference import not_a_run
@@ -193,6 +194,8 @@ def cmd_tune(args) -> int:
     rows = tune_decoding(args.run_dir, grid, data_dir=args.data_dir, device=args.device,
                          max_examples=args.max_examples or 0, progress=not args.no_progress,
                          log=lambda m: print(m, file=sys.stderr))
+    saved = save_tune(args.run_dir, rows, args.max_examples or 0)
+    print(f"grid stored in {saved}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -70,18 +70,11 @@ def int8_rouge(runs: str | Path) -> dict[str, dict[str, Any]]:
     its own precision and in int8, on the same split and examples."""
     out: dict[str, dict[str, Any]] = {}
     for rec_path in sorted(Path(runs).glob("*/*/record.json")):
-        try:
-            rec = json.loads(rec_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+        rec = _read(rec_path)
         ev = rec.get("eval") or {}
         base = ev.get("decode") or {}
         for dec_path in sorted((rec_path.parent / "decodes").glob("*/record.json")):
-            try:
-                d = json.loads(dec_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            dev = d.get("eval") or {}
+            dev = _read(dec_path).get("eval") or {}
             dd = dev.get("decode") or {}
             if dd.get("precision") != "int8" or {k: v for k, v in dd.items() if k != "precision"} != base:
                 continue
@@ -138,3 +131,12 @@ def int8_markdown(r: dict[str, Any] | None, shape: dict[str, Any]) -> list[str]:
         else:
             L.append(f"| {name} | — | — | — | — | — | {qt} |")
     return L
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """A record, or {} where it cannot be read (a damaged record is the report's business, not the bench's)."""
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}

@@ -113,3 +113,13 @@ def test_pointer_full_stage_against_a_baseline_checkout_at_tiny_sizes():
     with pytest.raises(bench.pointer_full.UserError if hasattr(bench.pointer_full, "UserError") else Exception,
                        match="not a checkout"):
         bench.check_baseline(str(Path(root) / "docs"))
+
+
+def test_loading_the_library_leaves_the_process_float_state_alone():
+    """The compiled loops must not switch the process to flush-to-zero (as a library linked with -ffast-math
+    does when it loads): numpy and every other float computation would change."""
+    import numpy as np
+    from seq2seq_zoo.models.fast import native
+    native.library()
+    tiny = np.float32(1e-40)   # a subnormal float32
+    assert tiny * np.float32(1.0) != 0.0 and np.float64(1e-310) * 1.0 != 0.0

@@ -152,8 +152,12 @@ void cov_attention_backward(int B, int T, int S, int n, const float *keys2, cons
 }
 """
 
+# compiled (-c) with the fast-math code generation, then linked without it: linking with -ffast-math adds
+# crtfastmath.o, whose constructor sets flush-to-zero / denormals-are-zero for the whole process when the
+# library loads, which changes every other float computation of the process (numpy, hypothesis)
 _FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-mrecip", "-ffast-math", "-fno-finite-math-only",
-          "-fopenmp-simd", "-fPIC", "-shared"]
+          "-fopenmp-simd", "-fPIC"]
+_LINK = ["-shared"]
 _LIB: ctypes.CDLL | None = None
 _TRIED = False
 
@@ -177,7 +181,7 @@ def _build() -> ctypes.CDLL | None:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         return None
-    key = hashlib.sha256("\0".join([_SOURCE, cc, *_FLAGS, sys.platform, _cpu()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([_SOURCE, cc, *_FLAGS, *_LINK, "-c", sys.platform, _cpu()]).encode()).hexdigest()[:16]
     for base in (_cache_dir(), Path(tempfile.gettempdir()) / f"seq2seq-zoo-native-{os.getuid()}"):
         lib = base / f"coverage_{key}.so"
         try:
@@ -187,7 +191,10 @@ def _build() -> ctypes.CDLL | None:
                     src = Path(tmp) / "coverage.c"
                     src.write_text(_SOURCE)
                     out = Path(tmp) / "coverage.so"
-                    subprocess.run([cc, *_FLAGS, str(src), "-o", str(out), "-lm"], check=True,
+                    obj = Path(tmp) / "coverage.o"
+                    subprocess.run([cc, *_FLAGS, "-c", str(src), "-o", str(obj)], check=True,
+                                   capture_output=True, timeout=120)
+                    subprocess.run([cc, *_LINK, str(obj), "-o", str(out), "-lm"], check=True,
                                    capture_output=True, timeout=120)
                     os.replace(out, lib)         # atomic: a concurrent builder finds a whole library or none
             return ctypes.CDLL(str(lib))

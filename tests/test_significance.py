@@ -350,7 +350,7 @@ def test_zoo_power_plans_seeds(tmp_path, capsys):
             {"claim": "a > lead", "metric": "rouge1", "verdict": "holds", "n_a": 3, "n_b": 1,
              "power": {"effect": 1.0, "seed_sd": 1.0, "one_sample": True}},
             {"claim": "c > d", "metric": "rouge1", "verdict": "too few seeds", "n_a": 1, "n_b": 1,
-             "power": {"effect": 0.3, "seed_sd": float("nan"), "one_sample": False}}]))
+             "power": {"effect": 0.3, "seed_sd": None, "one_sample": False}}]))   # written as null, not NaN
     assert main(["power", "--results", str(tmp_path)]) == 0
     plan = json.loads((tmp_path / "seed_plan.json").read_text())
     got = {(r["experiment"], r["claim"]): r for r in plan["findings"]}

@@ -84,14 +84,22 @@ def _cell(v) -> str:
     return "" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
+def _dataset_of(record: Path) -> str | None:
+    """The dataset a record names; None for a damaged record (its folder's report names it)."""
+    try:
+        got = json.loads(record.read_text(encoding="utf-8"))
+        return str(got["data"]["dataset"])
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError):
+        return None
+
+
 def build_index(root: Path, experiments: list[Path]) -> str:
     root = Path(root)
     items = []
     for d in experiments:
         rel = d.relative_to(root).as_posix()
         page = d / PAGE_FILE
-        ds = sorted({json.loads(p.read_text(encoding="utf-8")).get("data", {}).get("dataset", "?")
-                     for p in list(d.glob("*/record.json"))[:50]})
+        ds = sorted({_dataset_of(p) for p in list(d.glob("*/record.json"))[:50]} - {None})
         runs = len(list(d.glob("*/record.json")))
         link = f'<a href="{escape(rel)}/{PAGE_FILE}">{escape(rel)}</a>' if page.is_file() else escape(rel)
         items.append(f'<tr><td class="l">{link}</td><td class="l">{escape(", ".join(ds))}</td><td>{runs}</td></tr>')

@@ -102,7 +102,8 @@ def test_every_family_decodes_in_int8_and_is_left_as_it_was(name, opts):
 
 def test_bench_int8_stage_times_each_family_and_reads_the_rouge_change(tmp_path):
     from seq2seq_zoo.bench import TINY
-    from seq2seq_zoo.bench.int8 import int8_markdown, int8_rouge, int8_targets, measure_int8
+    from seq2seq_zoo.bench.int8 import int8_markdown, int8_rouge, measure_int8
+    from seq2seq_zoo.bench.targets import int8_targets
     from seq2seq_zoo.bench.shapes import Plan
     # a results folder: one run decoded in its own precision (ROUGE-1 30.0) and in int8 (29.9), one
     # decoding that differs in more than the precision (not counted)

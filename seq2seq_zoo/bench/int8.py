@@ -88,34 +88,12 @@ def int8_rouge(runs: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def int8_targets(res: dict[str, Any], peer_tokens_per_s: float | None) -> list[dict[str, Any]]:
-    """The int8 decoding target: ours in int8 / the peer's best >= TARGET_DECODE_INT8_VS_PEER, with the
-    ROUGE-1 change of the trained runs (|change| < TARGET_INT8_ROUGE1_CHANGE) where the bench read some."""
-    from seq2seq_zoo.bench.shapes import TARGET_DECODE_INT8_VS_PEER, TARGET_INT8_ROUGE1_CHANGE
-    from seq2seq_zoo.bench.targets import _target
-    ours = res.get("decoding", {}).get("ours_int8", {}).get("tokens_per_s")
-    if not ours or not peer_tokens_per_s:
-        return []
-    row = _target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours (int8) / peer's best", ours / peer_tokens_per_s,
-                  TARGET_DECODE_INT8_VS_PEER, "x")
-    changes = {n: r["rouge1"]["delta"] for n, r in (res.get("int8") or {}).items() if "rouge1" in r}
-    if changes:
-        worst = max(abs(v) for v in changes.values())
-        row["rouge1_change"] = changes
-        row["status"] += ("; ROUGE-1 change in int8: " + ", ".join(f"{n} {v:+.2f}" for n, v in changes.items())
-                          + (" (within" if worst < TARGET_INT8_ROUGE1_CHANGE else " (NOT within")
-                          + f" ±{TARGET_INT8_ROUGE1_CHANGE})")
-    else:
-        row["status"] += "; ROUGE-1 change not measured here (zoo bench --int8-runs DIR)"
-    return [row]
-
-
 def int8_markdown(r: dict[str, Any] | None, shape: dict[str, Any]) -> list[str]:
     """The int8 stage as a table: per model, tokens/s and peak memory in its default precision and in
     int8, the speed-up, and the ROUGE-1 change of trained runs where measured."""
     if not r:
         return []
-    from seq2seq_zoo.bench.markdown import _fmt
+    from seq2seq_zoo.bench.timing import number as _fmt
     L = ["", f"### int8 decoding per model (`decode.precision = \"int8\"`, beam-{shape['beams']}, "
              f"{shape['dec_sources']} sources x {shape['dec_len']} tokens)", "",
          "| model | default tok/s | int8 tok/s | speed-up | default peak MB | int8 peak MB | ROUGE-1 default -> int8 |",

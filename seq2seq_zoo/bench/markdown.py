@@ -5,12 +5,7 @@ from typing import Any
 
 from seq2seq_zoo.bench.gpu import GPU_SHAPE_VARIANTS
 from seq2seq_zoo.bench.int8 import int8_markdown
-
-
-def _fmt(x, nd=0):
-    if x is None:
-        return "—"
-    return f"{x:,.{nd}f}"
+from seq2seq_zoo.bench.timing import number as _fmt
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -35,7 +35,8 @@ from seq2seq_zoo.bench.evalcost import measure_eval_cost
 from seq2seq_zoo.bench.flops import decode_bound, flop_params
 from seq2seq_zoo.bench.gpu import measure_gpu_shape
 from seq2seq_zoo.bench.int8 import measure_int8
-from seq2seq_zoo.bench.markdown import _fmt, markdown
+from seq2seq_zoo.bench.markdown import markdown
+from seq2seq_zoo.bench.timing import number as _fmt
 from seq2seq_zoo.bench.measure import (
     OurDecoder, Trainer, decode_vs_beam, measure_compile, measure_decoding, measure_training)
 from seq2seq_zoo.bench.peers.eole import EOLE_VERSION, eole_available, measure_eole

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from seq2seq_zoo.bench.int8 import int8_targets
 
 from seq2seq_zoo.bench.shapes import (
     TARGET_DECODE_VS_PEER, TARGET_EPOCH_S, TARGET_FP32_PARITY, TARGET_GPU_MFU, TARGET_POINTER_VS_BASELINE,
@@ -83,3 +82,24 @@ def _target(name, value, goal, unit, aim=None, lower_is_better=False) -> dict[st
         row["aim"] = aim
         row["status"] += f"; aim {aim:g}{unit} {'reached' if value >= aim else f'missed by {100 * (aim - value) / aim:.0f}%'}"
     return row
+
+
+def int8_targets(res: dict[str, Any], peer_tokens_per_s: float | None) -> list[dict[str, Any]]:
+    """The int8 decoding target: ours in int8 / the peer's best >= TARGET_DECODE_INT8_VS_PEER, with the
+    ROUGE-1 change of the trained runs (|change| < TARGET_INT8_ROUGE1_CHANGE) where the bench read some."""
+    from seq2seq_zoo.bench.shapes import TARGET_DECODE_INT8_VS_PEER, TARGET_INT8_ROUGE1_CHANGE
+    ours = res.get("decoding", {}).get("ours_int8", {}).get("tokens_per_s")
+    if not ours or not peer_tokens_per_s:
+        return []
+    row = _target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours (int8) / peer's best", ours / peer_tokens_per_s,
+                  TARGET_DECODE_INT8_VS_PEER, "x")
+    changes = {n: r["rouge1"]["delta"] for n, r in (res.get("int8") or {}).items() if "rouge1" in r}
+    if changes:
+        worst = max(abs(v) for v in changes.values())
+        row["rouge1_change"] = changes
+        row["status"] += ("; ROUGE-1 change in int8: " + ", ".join(f"{n} {v:+.2f}" for n, v in changes.items())
+                          + (" (within" if worst < TARGET_INT8_ROUGE1_CHANGE else " (NOT within")
+                          + f" ±{TARGET_INT8_ROUGE1_CHANGE})")
+    else:
+        row["status"] += "; ROUGE-1 change not measured here (zoo bench --int8-runs DIR)"
+    return [row]

@@ -14,6 +14,13 @@ import torch
 from seq2seq_zoo.bench.shapes import GPU_MATMUL_N, Plan
 
 
+def number(x, nd: int = 0) -> str:
+    """A figure for the bench's tables: thousands separated, ``nd`` decimals, a dash for a missing one."""
+    if x is None:
+        return "—"
+    return f"{x:,.{nd}f}"
+
+
 def log(msg: str) -> None:
     print(msg, flush=True)
 

@@ -8,12 +8,15 @@ The tiny experiment ``grid`` has runs ``a`` and ``b`` with the very same setting
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, tiny_experiment, write_dialogsum
+from conftest import tiny_experiment, write_dialogsum
 from test_crash_safety import assert_same_result
 
 TIMEOUT = 300
@@ -56,13 +59,12 @@ def _record(R: Path, exp: str, run: str) -> dict:
 
 
 def _zoo(*args) -> tuple[int, str, str]:
-    """``zoo ARGS`` in this process, with its output."""
-    import contextlib
-    import io
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = run_cli([str(a) for a in args])
-    return rc, out.getvalue(), err.getvalue()
+    """``zoo ARGS`` as a process of its own (with this process's environment), as a user runs it, with its
+    output: submitit's executors must not share a pytest-xdist worker's captured standard streams (run in
+    the worker's process, they left those closed for the worker's later tests)."""
+    got = subprocess.run([sys.executable, "-m", "seq2seq_zoo", *map(str, args)], capture_output=True, text=True,
+                         cwd=str(Path(__file__).resolve().parents[1]), timeout=900)
+    return got.returncode, got.stdout, got.stderr
 
 
 # ============================================================================================ local

@@ -46,7 +46,7 @@ from seq2seq_zoo.decode import is_int8
 from seq2seq_zoo.models.fast.kernels import packed_linear_weights
 from seq2seq_zoo.precision import autocast, autocast_dtype, int8_linears
 from seq2seq_zoo.registry import did_you_mean
-from seq2seq_zoo.results import write_predictions, write_record, write_scores
+from seq2seq_zoo.results import TUNE_FILE, write_predictions, write_record, write_scores
 from seq2seq_zoo.utils import atomic_write_json, atomic_write_text, hardware, invocation, pick_device
 
 TRAIN_SAMPLE_FILE = "predictions_train_sample.jsonl"
@@ -434,9 +434,6 @@ def tune_decoding(run_dir: str | Path, grid: list[dict[str, Any]], *, data_dir: 
         log(f"{', '.join(f'{k}={v}' for k, v in over.items())}: ROUGE-1 {row['rouge1']:.2f}")
         rows.append(row)
     return rows
-
-
-TUNE_FILE = "tune.json"
 
 
 def save_tune(run_dir: str | Path, rows: list[dict], max_examples: int = 0) -> Path:

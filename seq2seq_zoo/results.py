@@ -13,6 +13,8 @@ from seq2seq_zoo.utils import DamagedFile, atomic_write_json, atomic_write_text,
 SCHEMA = record_schema.VERSION
 SCORES_FILE = "scores.jsonl"
 
+TUNE_FILE = "tune.json"   # a run's stored `zoo tune` grid (evaluation.save_tune; read by report/selection)
+
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
     atomic_write_json(Path(path) / "record.json", {"schema": SCHEMA, **record})

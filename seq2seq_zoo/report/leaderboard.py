@@ -238,11 +238,8 @@ def _baseline_label(e: Entry) -> str:
 def _val(e: Entry) -> str:
     """The validation value the row was chosen on, with its basis, e.g. ``29.32`` or ``3.931 (loss)``."""
     v = e.validation()
-    for basis in selection.BASES:
-        if basis in v:
-            m = v[basis]["mean"]
-            return {"decoded": f"{m:.2f}", "training": f"{m:.2f} (training)", "loss": f"{m:.3f} (loss)"}[basis]
-    return "-"
+    basis = selection.first_basis(v)
+    return selection.basis_text(v[basis]["mean"], basis) if basis else "-"
 
 
 def dataset_table(entries: list[Entry], prefix: str = "") -> list[str]:
@@ -331,7 +328,7 @@ def _key(r: dict) -> str:
 
 def _candidate(e: Entry) -> dict:
     v = e.validation()
-    basis = next((b for b in selection.BASES if b in v), None)
+    basis = selection.first_basis(v)
     return {"folder": e.folder, "run": e.group.name, "decoding": e.decoding, "seeds": len(e.group.rows),
             "validation_mean": v[basis]["mean"] if basis else None, "validation_basis": basis,
             "validation": v}
@@ -411,10 +408,7 @@ def _fmt_mean(r: dict) -> str:
 
 
 def _fmt_val(r: dict) -> str:
-    m, b = r["validation_mean"], r["validation_basis"]
-    if m is None:
-        return ""
-    return {"decoded": f"{m:.2f}", "training": f"{m:.2f} (training)", "loss": f"{m:.3f} (loss)"}[b]
+    return "" if r["validation_mean"] is None else selection.basis_text(r["validation_mean"], r["validation_basis"])
 
 
 def headline_markdown(rows: list[dict], prefix: str = "results/") -> str:

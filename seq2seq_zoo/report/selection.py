@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from seq2seq_zoo.results import TUNE_FILE
+
 METRIC = "rouge1"
 MIN_SEEDS = 3
 BASES = ("decoded", "training", "loss")
@@ -38,7 +40,6 @@ BASIS_TEXT = {
     "training": "training-time validation ROUGE-1 (greedy decodes, first reference; the run's own decoding)",
     "loss": "validation loss (token NLL, lower is better; the run's own decoding; same vocabulary size)",
 }
-TUNE_FILE = "tune.json"
 
 
 def own_decoding(row: dict) -> bool:
@@ -111,6 +112,16 @@ def values(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def first_basis(vals: dict[str, dict]) -> str | None:
+    """The most preferred basis that ``values`` found, or None."""
+    return next((b for b in BASES if b in vals), None)
+
+
+def basis_text(mean: float, basis: str) -> str:
+    """A validation value as the tables print it: ``29.32``, ``29.32 (training)`` or ``3.931 (loss)``."""
+    return {"decoded": f"{mean:.2f}", "training": f"{mean:.2f} (training)", "loss": f"{mean:.3f} (loss)"}[basis]
+
+
 def higher_is_better(basis: str) -> bool:
     return basis != "loss"
 
@@ -121,10 +132,11 @@ def choose(candidates: list, rows_of, name_of) -> tuple[object | None, str | Non
     if not candidates:
         return None, None, []
     eligible = [c for c in candidates if len(rows_of(c)) >= MIN_SEEDS] or list(candidates)
+    of = {id(c): values(rows_of(c)) for c in eligible}   # once per candidate: it reads each run's tune.json
     for basis in BASES:
-        scored = [(c, values(rows_of(c))[basis]["mean"]) for c in eligible if basis in values(rows_of(c))]
+        scored = [(c, of[id(c)][basis]["mean"]) for c in eligible if basis in of[id(c)]]
         if scored:   # means compare over one validation set (and, for losses, one vocabulary size)
-            cls = lambda c: (values(rows_of(c))[basis]["n_examples"] or 0,
+            cls = lambda c: (of[id(c)][basis]["n_examples"] or 0,
                              ((rows_of(c)[0].get("data") or {}).get("vocab_size") or 0) if basis == "loss" else 0)
             common = Counter(cls(c) for c, _ in scored).most_common()
             top = max(n for _, n in common)

@@ -112,12 +112,12 @@ def test_targets_say_met_or_missed_by_how_much():
 
 
 def test_target_verdicts_for_both_directions():
-    assert bench._target("speed", 1.6, 1.5, "x")["status"] == "met (1.60x vs >= 1.5x)"
-    slow = bench._target("epoch", 320.0, 300.0, " s", lower_is_better=True)
+    assert bench.verdict("speed", 1.6, 1.5, "x")["status"] == "met (1.60x vs >= 1.5x)"
+    slow = bench.verdict("epoch", 320.0, 300.0, " s", lower_is_better=True)
     assert not slow["met"] and slow["status"] == "MISSED by 7% (320.00 s vs 300 s)"
-    fast = bench._target("epoch", 80.0, 300.0, " s", lower_is_better=True)
+    fast = bench.verdict("epoch", 80.0, 300.0, " s", lower_is_better=True)
     assert fast["met"] and fast["status"] == "met (80.00 s vs <= 300 s)"
-    aim = bench._target("speed", 1.6, 1.5, "x", aim=2.0)
+    aim = bench.verdict("speed", 1.6, 1.5, "x", aim=2.0)
     assert aim["met"] and aim["status"].endswith("aim 2x missed by 20%")
 
 

@@ -34,18 +34,18 @@ from seq2seq_zoo.bench.recurrent import (  # noqa: F401
 from seq2seq_zoo.bench.pointer_full import (  # noqa: F401
     PG_FULL, measure_pointer_full, shared_work, check_baseline)
 from seq2seq_zoo.bench.scaling import (  # noqa: F401
-    epoch_scaling, _experiment_file)
+    epoch_scaling)
 from seq2seq_zoo.bench.evalcost import (  # noqa: F401
     synthetic_summaries, measure_eval_cost)
 from seq2seq_zoo.bench.gpu import (  # noqa: F401
     BatchCycle, GPU_SHAPE_VARIANTS, WithCudnnAttention, measure_gpu_shape)
 from seq2seq_zoo.bench.targets import (  # noqa: F401
-    _ratio, targets, _target)
+    targets, verdict)
 from seq2seq_zoo.bench.markdown import (  # noqa: F401
-    _fmt, markdown, decode_bound_markdown, gpu_shape_markdown, recurrent_markdown, _table_head, eole_markdown,
+    markdown, decode_bound_markdown, gpu_shape_markdown, recurrent_markdown, eole_markdown,
     eval_cost_markdown, pointer_full_markdown)
 from seq2seq_zoo.bench.run import (  # noqa: F401
-    _warm_process, run_device, cpu_bf16_isa, choose_threads, run_bench)
+    run_device, cpu_bf16_isa, choose_threads, run_bench)
 
 __all__ = [
     'RNN_MODELS', 'TARGET_POINTER_VS_BASELINE', 'TARGET_TRAIN_VS_PEER', 'TARGET_TRAIN_AIM', 'TARGET_FP32_PARITY', 'TARGET_DECODE_VS_PEER',
@@ -59,6 +59,6 @@ __all__ = [
     'peer_available', 'peer_model', 'PeerDecoder', 'EOLE_VERSION', 'EOLE_PAIRS', 'EOLE_NONE', 'eole_available',
     'eole_model', 'EoleTrainer', 'measure_eole', 'measure_recurrent', 'vocabulary_work', 'PG_FULL', 'measure_pointer_full', 'shared_work', 'check_baseline', 'epoch_scaling',
     'synthetic_summaries', 'measure_eval_cost', 'BatchCycle', 'GPU_SHAPE_VARIANTS', 'WithCudnnAttention',
-    'measure_gpu_shape', 'targets', 'markdown', 'decode_bound_markdown', 'gpu_shape_markdown',
+    'measure_gpu_shape', 'targets', 'verdict', 'markdown', 'decode_bound_markdown', 'gpu_shape_markdown',
     'recurrent_markdown', 'eole_markdown', 'eval_cost_markdown', 'pointer_full_markdown', 'run_device', 'cpu_bf16_isa', 'choose_threads',
     'run_bench']

@@ -46,7 +46,7 @@ from seq2seq_zoo.bench.recurrent import measure_recurrent
 from seq2seq_zoo.bench.scaling import epoch_scaling
 from seq2seq_zoo.bench.shapes import (
     FULL_PLAN, GPU_MAX_TOKENS, GPU_SHAPE, PAPER, Plan, QUICK_PLAN, RNN_MODELS, Shape, TARGET_BENCH_S, TINY)
-from seq2seq_zoo.bench.targets import _target, targets
+from seq2seq_zoo.bench.targets import targets, verdict
 from seq2seq_zoo.bench.timing import MatmulProbe, log, matmul_peak, peak_matmul_n, precision_name
 from seq2seq_zoo.bench.workloads import our_transformer, shaped_batch
 from seq2seq_zoo.precision import autocast_dtype
@@ -326,7 +326,7 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
     report["load_after"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cpu = next((r for r in report["devices"] if r["device"] == "cpu"), None)
     if cpu is not None and not quick and not plan.compile and shape == PAPER:
-        cpu["targets"].append(_target("`zoo bench` wall time on CPU (all devices), seconds", report["wall_s"],
+        cpu["targets"].append(verdict("`zoo bench` wall time on CPU (all devices), seconds", report["wall_s"],
                                       TARGET_BENCH_S, "s", lower_is_better=True))
     out = Path(out)
     atomic_write_json(out / "bench.json", report)

@@ -10,10 +10,6 @@ from seq2seq_zoo.bench.shapes import (
     TARGET_TRAIN_VS_PEER)
 
 
-def _ratio(a, b):
-    return a / b if a and b else None
-
-
 def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     """Each speed target (TARGET_*) with the measured value, whether it is met, and by how much it is
     missed (or exceeded)."""
@@ -24,17 +20,17 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     peer_best_name = max((k for k in tr if k.startswith("peer_")), key=lambda k: tr[k]["tokens_per_s"], default=None)
     if ours and peer_best_name:
         r = ours / tr[peer_best_name]["tokens_per_s"]
-        out.append(_target(f"training tokens/s, ours ({dp}, default) / peer's best ({peer_best_name[5:]})", r,
+        out.append(verdict(f"training tokens/s, ours ({dp}, default) / peer's best ({peer_best_name[5:]})", r,
                            TARGET_TRAIN_VS_PEER, "x", aim=TARGET_TRAIN_AIM))
     if tr.get("ours_fp32") and tr.get("peer_fp32"):
         r = tr["ours_fp32"]["tokens_per_s"] / tr["peer_fp32"]["tokens_per_s"]
-        out.append(_target("training tokens/s in fp32, ours / peer (parity floor)", r, TARGET_FP32_PARITY, "x"))
+        out.append(verdict("training tokens/s in fp32, ours / peer (parity floor)", r, TARGET_FP32_PARITY, "x"))
     dec = res.get("decoding", {})
     d_ours = dec.get(f"ours_{dp}", {}).get("tokens_per_s")
     d_peer = max((v["tokens_per_s"] for k, v in dec.items() if k.startswith("peer_")), default=None)
     if d_ours and d_peer:
         best = max((k for k in dec if k.startswith("peer_")), key=lambda k: dec[k]["tokens_per_s"])
-        row = _target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours ({dp}) / peer's best ({best[5:]})",
+        row = verdict(f"beam-{res.get('beams', 4)} decoding tokens/s, ours ({dp}) / peer's best ({best[5:]})",
                       d_ours / d_peer, TARGET_DECODE_VS_PEER, "x")
         ceiling = res.get("decode_bound", {}).get("ceiling_vs_peer")
         if ceiling:
@@ -45,12 +41,12 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     out += int8_targets(res, d_peer)
     gs = res.get("gpu_shape")
     if gs and gs.get("mfu"):
-        out.append(_target(f"Transformer at a GPU-sized shape ({gs['params'] / 1e6:.0f}M parameters, token batches "
+        out.append(verdict(f"Transformer at a GPU-sized shape ({gs['params'] / 1e6:.0f}M parameters, token batches "
                            f"of {gs['max_tokens']:,}), model FLOP/s / {gs['peak_kind']} matmul peak",
                            gs["mfu"], TARGET_GPU_MFU, ""))
     pf = res.get("pointer_full")
     if pf and "speedup_cpu" in pf:
-        row = _target("full-size pointer-generator + coverage update, one thread, baseline / ours (CPU time)",
+        row = verdict("full-size pointer-generator + coverage update, one thread, baseline / ours (CPU time)",
                       pf["speedup_cpu"], TARGET_POINTER_VS_BASELINE, "x")
         row["ceiling"] = pf["ceiling"]
         row["status"] += (f"; the encoder LSTM and output-layer products that any implementation runs allow at most "
@@ -61,12 +57,13 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
         full = [r for r in sc["rows"] if r["fraction"] == 1.0]
         if full:
             how = "estimated" if full[0]["extrapolated"] else "measured"
-            out.append(_target(f"one epoch, pe_ablation CPU profile on DialogSum ({how}), seconds",
+            out.append(verdict(f"one epoch, pe_ablation CPU profile on DialogSum ({how}), seconds",
                                full[0]["epoch_s"], TARGET_EPOCH_S, "s", lower_is_better=True))
     return out
 
 
-def _target(name, value, goal, unit, aim=None, lower_is_better=False) -> dict[str, Any]:
+def verdict(name, value, goal, unit, aim=None, lower_is_better=False) -> dict[str, Any]:
+    """One target's row: the measured ``value`` against ``goal`` (and ``aim``), met or missed and by how much."""
     met = value <= goal if lower_is_better else value >= goal
     if lower_is_better:
         by = (value - goal) / goal          # > 0: over the limit by this fraction
@@ -91,7 +88,7 @@ def int8_targets(res: dict[str, Any], peer_tokens_per_s: float | None) -> list[d
     ours = res.get("decoding", {}).get("ours_int8", {}).get("tokens_per_s")
     if not ours or not peer_tokens_per_s:
         return []
-    row = _target(f"beam-{res.get('beams', 4)} decoding tokens/s, ours (int8) / peer's best", ours / peer_tokens_per_s,
+    row = verdict(f"beam-{res.get('beams', 4)} decoding tokens/s, ours (int8) / peer's best", ours / peer_tokens_per_s,
                   TARGET_DECODE_INT8_VS_PEER, "x")
     changes = {n: r["rouge1"]["delta"] for n, r in (res.get("int8") or {}).items() if "rouge1" in r}
     if changes:

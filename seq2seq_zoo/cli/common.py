@@ -9,7 +9,7 @@ from seq2seq_zoo.errors import UserError
 EXIT_USAGE = 2
 
 
-def _kind(path, want: str, what: str) -> Path:
+def checked_path(path, want: str, what: str) -> Path:
     """``path`` must be a file (want="file") or a folder (want="dir") if it exists: a folder given where a
     file is expected (or the reverse) is named as such, not reported as "not found"."""
     p = Path(path)
@@ -20,7 +20,7 @@ def _kind(path, want: str, what: str) -> Path:
     return p
 
 
-def _profile(args) -> str | None:
+def experiment_profile(args) -> str | None:
     """--profile NAME | none | auto (the file's 'cpu' profile when no GPU is present)."""
     if args.profile == "none":
         return None

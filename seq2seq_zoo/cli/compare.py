@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.cli.common import _kind
+from seq2seq_zoo.cli.common import checked_path
 
 
 def split_side(text: str) -> tuple[Path, str]:
@@ -29,7 +29,7 @@ def folder_groups(folder: Path, prefix: str) -> list:
     from dataclasses import replace
     from seq2seq_zoo.report import extras, significance
     from seq2seq_zoo.results import load_records
-    _kind(folder, "dir", "FOLDER")
+    checked_path(folder, "dir", "FOLDER")
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder (FOLDER is an experiment's results folder, e.g. "
                         "results/cpu_long/cnn_pointer)")

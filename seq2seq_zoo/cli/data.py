@@ -5,14 +5,14 @@ import os
 from pathlib import Path
 
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.cli.common import _kind, _profile
+from seq2seq_zoo.cli.common import checked_path, experiment_profile
 
 
 def cmd_data(args) -> int:
     if args.data_cmd == "download":
         from seq2seq_zoo.data.download import download
         target = args.data_dir or os.environ.get("ZOO_DATA") or "data"
-        _kind(target, "dir", "the data folder")
+        checked_path(target, "dir", "the data folder")
         paths = download(args.name, target, mirror=args.mirror, force=args.force)
         print(f"{args.name}: {len(paths)} file(s) in {Path(target) / args.name}")
         return 0
@@ -29,11 +29,11 @@ def _data_info(args) -> int:
     from seq2seq_zoo.registry import DATASETS
     name, options, on_bad, config_dir = args.name, {}, "skip_empty", None
     if args.data_dir:
-        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+        checked_path(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if name.endswith(".toml"):
         from seq2seq_zoo.config import load_experiment
         args.experiment = name
-        spec = load_experiment(name, profile=_profile(args)).runs[0]
+        spec = load_experiment(name, profile=experiment_profile(args)).runs[0]
         name, options, on_bad, config_dir = spec.data.dataset, dict(spec.data.options), spec.data.on_bad, spec.data_dir
     DATASETS.get(name)  # unknown name: did-you-mean
     for item in args.option:

@@ -5,7 +5,7 @@ import os
 import time
 from pathlib import Path
 
-from seq2seq_zoo.cli.common import EXIT_USAGE, _kind
+from seq2seq_zoo.cli.common import EXIT_USAGE, checked_path
 from seq2seq_zoo.errors import UserError
 
 # command-line flags of `zoo run` that are [launcher] keys (dest -> key)
@@ -21,7 +21,7 @@ def cmd_launch(args, experiment_of, plan) -> int:
     from seq2seq_zoo.config.launcher import user_launcher
     from seq2seq_zoo.launch import submit
     from seq2seq_zoo.names import inside
-    from seq2seq_zoo.cli.locks import _lock_holder
+    from seq2seq_zoo.cli.locks import lock_holder
     kind = args.launcher
     if kind == "slurm" and not submit.sbatch_available():
         raise UserError("--launcher slurm: no sbatch on PATH; run it on a Slurm login node (or use --launcher "
@@ -51,7 +51,7 @@ def cmd_launch(args, experiment_of, plan) -> int:
         if live:
             print(f"[{spec.name}] job {live} is still queued or running; not submitted again")
             continue
-        pid = _lock_holder(out / ".lock")
+        pid = lock_holder(out / ".lock")
         if pid:
             print(f"[{spec.name}] being trained by another `zoo run` (pid {pid}); not submitted")
             continue
@@ -217,8 +217,8 @@ def cmd_status(args) -> int:
 
     from seq2seq_zoo.config import load_experiment, parse_toml
     from seq2seq_zoo.launch.submit import read_jobs
-    _kind(args.experiment, "file", "the experiment (a TOML file)")
-    _kind(args.results, "dir", "--results")
+    checked_path(args.experiment, "file", "the experiment (a TOML file)")
+    checked_path(args.results, "dir", "--results")
     profile = None if args.profile in ("auto", "none") else args.profile
     if args.profile == "auto":   # the profile the jobs were submitted with
         try:

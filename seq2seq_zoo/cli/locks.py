@@ -7,7 +7,7 @@ from pathlib import Path
 from seq2seq_zoo.errors import UserError
 
 
-def _acquire_locks(run_dirs: list[Path]) -> list[Path]:
+def acquire_locks(run_dirs: list[Path]) -> list[Path]:
     """One `zoo run` per run folder at a time: the same experiment started twice is refused, while
     `--only A` and `--only B` of one experiment may run side by side (e.g. one cluster task each).
     A lock left by a dead process (its pid no longer runs) is taken over."""
@@ -37,7 +37,7 @@ def _acquire_lock(run_dir: Path) -> Path:
                 raise WriteFailed(lock, e) from e
             return lock
         except FileExistsError:
-            pid = _lock_holder(lock)
+            pid = lock_holder(lock)
             if pid:
                 raise UserError(f"run folder {run_dir} is in use by another `zoo run` (pid {pid}); wait for it "
                                 "to finish or stop it first") from None
@@ -50,7 +50,7 @@ def _acquire_lock(run_dir: Path) -> Path:
     raise UserError(f"could not lock {lock}")
 
 
-def _lock_holder(lock: Path) -> int:
+def lock_holder(lock: Path) -> int:
     """The pid written in a run folder's lock file when that process still runs and is not this one
     (another `zoo run` holds the folder); else 0 (no lock, an unreadable one, or a stale one)."""
     try:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.cli.common import _kind
+from seq2seq_zoo.cli.common import checked_path
 
 
 def cmd_power(args) -> int:
@@ -14,7 +14,7 @@ def cmd_power(args) -> int:
     from seq2seq_zoo.report.significance import ARCHIVE, FINDINGS_FILE
     from seq2seq_zoo.report.scope import tracked_filter
     from seq2seq_zoo.utils import atomic_write_text, dumps_json
-    root = _kind(args.results, "dir", "--results")
+    root = checked_path(args.results, "dir", "--results")
     if not 0 < args.power < 1:
         raise UserError(f"--power {args.power}: expected a number between 0 and 1, e.g. 0.8")
     # the findings git tracks: a user's own runs (the smoke run, their own experiments) never enter the

@@ -5,12 +5,12 @@ import sys
 from pathlib import Path
 
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.cli.common import EXIT_USAGE, _kind
+from seq2seq_zoo.cli.common import EXIT_USAGE, checked_path
 
 
 def cmd_report(args) -> int:
     from seq2seq_zoo.report import build_report
-    root = _kind(args.results, "dir", "--results")
+    root = checked_path(args.results, "dir", "--results")
     if args.experiments:
         for e in args.experiments:
             if Path(e).is_file() or (root / e).is_file():

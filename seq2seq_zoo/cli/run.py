@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.cli.common import _kind, _profile
-from seq2seq_zoo.cli.locks import _acquire_locks, _lock_holder
+from seq2seq_zoo.cli.common import checked_path, experiment_profile
+from seq2seq_zoo.cli.locks import acquire_locks, lock_holder
 
 
 def cmd_run(args) -> int:
@@ -28,7 +28,7 @@ def cmd_run(args) -> int:
     process_code_version()     # the commit of the code imported now, for every run's record
     profile, full, exp = _experiment_of(args)
     exp_dir, new_exp_dir = _prepare_folder(args, full, exp, ddp)
-    locks = distributed.on_main(lambda: _acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
+    locks = distributed.on_main(lambda: acquire_locks([exp_dir / s.name for s in exp.runs]), default=[])
     finished = False  # a clean finish, or a stop every rank agreed on: DDP ranks leave the group together
     try:
         t0 = time.perf_counter()
@@ -145,11 +145,11 @@ def _experiment_of(args):
     ``--max-minutes`` applied.
     Returns (profile, the whole experiment, the runs ``--only`` selects: the whole experiment without it)."""
     from seq2seq_zoo.config import load_experiment, select_runs
-    _kind(args.experiment, "file", "the experiment (a TOML file)")
-    _kind(args.results, "dir", "--results")
+    checked_path(args.experiment, "file", "the experiment (a TOML file)")
+    checked_path(args.results, "dir", "--results")
     if args.data_dir:
-        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
-    profile = _profile(args)
+        checked_path(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+    profile = experiment_profile(args)
     full = load_experiment(args.experiment, profile=profile)
     for s in full.runs:
         if args.device:
@@ -192,7 +192,7 @@ def _would_do(spec, exp_dir: Path, args) -> str:
     """``_plan`` in words, for --dry-run; first, whether another ``zoo run`` holds the run's folder now."""
     from seq2seq_zoo.config import is_trainable
     out = exp_dir / spec.name
-    pid = _lock_holder(out / ".lock")
+    pid = lock_holder(out / ".lock")
     if pid:
         return f"being trained now by another `zoo run` (pid {pid}): zoo run refuses it until that ends"
     action, found = _plan(spec, out, args)

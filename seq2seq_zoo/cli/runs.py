@@ -6,17 +6,17 @@ import sys
 from pathlib import Path
 
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.cli.common import _kind, _profile
+from seq2seq_zoo.cli.common import checked_path, experiment_profile
 
 
 def cmd_eval(args) -> int:
     from seq2seq_zoo.metrics import evaluate
     from seq2seq_zoo.results import read_predictions
-    _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
+    checked_path(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
     from seq2seq_zoo.inference import not_a_run
     not_a_run(args.run_dir)   # an experiment's folder is named as such, with its runs
     if getattr(args, "data_dir", None):
-        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+        checked_path(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     if args.rouge_unk and (args.decode is not None or args.save):
         raise UserError("--rouge-unk goes with plain re-scoring; runs and their variants score with eval.rouge_unk")
     if args.decode is not None:
@@ -185,11 +185,11 @@ def cmd_tune(args) -> int:
     tune.json; test outputs are not touched."""
     from seq2seq_zoo.evaluation import parse_grid, save_tune, tune_decoding, tune_table
     from seq2seq_zoo.inference import run_spec
-    _kind(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
+    checked_path(args.run_dir, "dir", "the run (a folder such as results/pe_ablation/tmax-seed1)")
     from seq2seq_zoo.inference import not_a_run
     not_a_run(args.run_dir)   # an experiment's folder is named as such, with its runs
     if args.data_dir:
-        _kind(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
+        checked_path(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
     grid = parse_grid(args.grid)
     rows = tune_decoding(args.run_dir, grid, data_dir=args.data_dir, device=args.device,
                          max_examples=args.max_examples or 0, progress=not args.no_progress,
@@ -205,8 +205,8 @@ def cmd_tune(args) -> int:
 
 def cmd_export(args) -> int:
     from seq2seq_zoo.export import export_run
-    _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
-    _kind(args.out, "dir", "the export folder")
+    checked_path(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    checked_path(args.out, "dir", "the export folder")
     export_run(args.run_dir, args.out, checkpoint=args.checkpoint, force=args.force)
     return 0
 
@@ -214,7 +214,7 @@ def cmd_export(args) -> int:
 def cmd_average(args) -> int:
     from seq2seq_zoo.averaging import average_run
     from seq2seq_zoo.inference import not_a_run
-    _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    checked_path(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
     not_a_run(args.run_dir)   # an experiment's folder is named as such, with its runs
     average_run(Path(args.run_dir), args.last, force=args.force)
     return 0
@@ -228,8 +228,8 @@ def cmd_params(args) -> int:
     from seq2seq_zoo.report.tables import params_table, to_markdown
     from seq2seq_zoo.runner import prepare_data
 
-    _kind(args.experiment, "file", "the experiment (a TOML file)")
-    exp = load_experiment(args.experiment, profile=_profile(args))
+    checked_path(args.experiment, "file", "the experiment (a TOML file)")
+    exp = load_experiment(args.experiment, profile=experiment_profile(args))
     rows, vocabs = [], {}
     for spec in exp.runs:
         key = repr(spec.data)

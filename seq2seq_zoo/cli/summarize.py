@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 
 from seq2seq_zoo.errors import UserError
-from seq2seq_zoo.cli.common import _kind
+from seq2seq_zoo.cli.common import checked_path
 
 
 def cmd_summarize(args) -> int:
     from seq2seq_zoo.inference import Summarizer
-    _kind(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
+    checked_path(args.run_dir, "dir", "the run (a folder such as results/smoke/tiny)")
     if args.file:
-        _kind(args.file, "file", "--file (the text to summarise)")
+        checked_path(args.file, "file", "--file (the text to summarise)")
         if not Path(args.file).exists():
             raise UserError(f"{args.file}: file not found (--file)")
     if (Path(args.run_dir) / "record.json").is_file():
@@ -28,7 +28,7 @@ def cmd_summarize(args) -> int:
         if args.output:   # never over its own input, the run or another run's files (before any work)
             from seq2seq_zoo.utils.io import check_output
             check_output(args.output, inputs=[args.input, args.run_dir, args.file])
-            _kind(args.output, "file", "--output")
+            checked_path(args.output, "file", "--output")
             if Path(args.output).exists() and not args.force and not _is_summaries(Path(args.output)):
                 raise UserError(f"{args.output}: exists and is not a file of summaries this command wrote; "
                                 "--force replaces it (or give a new path)")
@@ -67,7 +67,7 @@ def _summarize_many(args) -> int:
     if args.input == "-":
         lines = sys.stdin.read().splitlines()
     else:
-        _kind(args.input, "file", "--input")
+        checked_path(args.input, "file", "--input")
         if not Path(args.input).is_file():
             raise UserError(f"{args.input}: file not found (--input)")
         lines = Path(args.input).read_text(encoding="utf-8", errors="replace").splitlines()

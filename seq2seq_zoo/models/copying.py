@@ -9,7 +9,7 @@ import torch.nn.functional as F
 NEG_BIG = -1e4   # log of "no mass": finite, so logaddexp and its gradient stay defined (exp(-1e4) = 0)
 
 
-def _up(x: torch.Tensor) -> torch.Tensor:
+def upcast(x: torch.Tensor) -> torch.Tensor:
     """At least fp32 (bf16 under autocast -> fp32; fp64 stays fp64, for gradient checks)."""
     return x.to(torch.promote_types(x.dtype, torch.float32))
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID, UNK_ID
-from seq2seq_zoo.models.copying import NEG_BIG, _up
+from seq2seq_zoo.models.copying import NEG_BIG, upcast
 from seq2seq_zoo.models.fast.kernels import logit_stats, smoothed_nll
 
 
@@ -101,7 +101,7 @@ def copy_losses(h: torch.Tensor, generator: nn.Linear, z: torch.Tensor, a: torch
         first = src_first.unsqueeze(1).expand(B, T, S).reshape(B * T, S).index_select(0, rows)
         copy = copy.reshape(B * T, S).index_select(0, rows)
         y = target.reshape(-1).index_select(0, rows)                                             # (N,)
-        zf = _up(z).reshape(-1).index_select(0, rows)
+        zf = upcast(z).reshape(-1).index_select(0, rows)
         hf = h.reshape(B * T, -1).index_select(0, rows)
         ids = torch.cat([y.unsqueeze(1), src], 1)                                                # (N, 1 + S)
         in_vocab = ids < V

@@ -39,7 +39,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from seq2seq_zoo.models.copying import _up, copy_mixture
+from seq2seq_zoo.models.copying import copy_mixture, upcast
 from seq2seq_zoo.models.fast.rnn import FastPointer
 from seq2seq_zoo.models.rnn import BiLSTMSeq2Seq
 from seq2seq_zoo.registry import register_model
@@ -101,14 +101,14 @@ class PointerGenerator(BiLSTMSeq2Seq):
 
     def _extra_inputs(self, c, hid, y):
         h, cell = hid[0][-1], hid[1][-1]                          # top decoder layer s_t = (h_t, cell_t)
-        return torch.cat([_up(c), _up(h), _up(cell), _up(y)], -1)
+        return torch.cat([upcast(c), upcast(h), upcast(cell), upcast(y)], -1)
 
     def _gen_logit(self, extra):
         """p_gen's logit (...) from its inputs [h*_t; h_t; cell_t; x_t], in at least fp32 (eq. 8)."""
-        return _up(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)
+        return upcast(self.p_gen(extra.to(self.p_gen.weight.dtype))).squeeze(-1)
 
     def _distribution(self, feats, a, extra, enc):
-        log_vocab = torch.log_softmax(_up(self.output(self.drop(feats))), -1)              # P_vocab, eq. 4
+        log_vocab = torch.log_softmax(upcast(self.output(self.drop(feats))), -1)              # P_vocab, eq. 4
         z = self._gen_logit(extra)                                                          # p_gen, eq. 8
         return copy_mixture(log_vocab, z, a, enc["src_ext"], enc["n_oov"], enc.get("src_same"),   # eq. 9
                             enc.get("src_first")), torch.sigmoid(z)

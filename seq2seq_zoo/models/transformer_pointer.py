@@ -30,7 +30,7 @@ from torch import nn
 
 from seq2seq_zoo.models.base import StepOutput
 from seq2seq_zoo.models.layers import padding_mask
-from seq2seq_zoo.models.copying import _up, copy_mixture, source_words
+from seq2seq_zoo.models.copying import copy_mixture, source_words, upcast
 from seq2seq_zoo.models.fast.outputs import CopyOutput
 from seq2seq_zoo.models.transformer import Transformer
 from seq2seq_zoo.registry import register_model
@@ -68,17 +68,17 @@ class TransformerPointer(Transformer):
         """h (B, T, d) queries, keys/memory (B, S, d), bias (B, 1, S) additive mask -> a (B, T, S) fp32+,
         context (B, T, d)."""
         scores = torch.matmul(self.copy_q(h), keys.transpose(1, 2).to(h.dtype)) / math.sqrt(self.d_model)
-        a = torch.softmax(_up(scores) + bias, -1)
+        a = torch.softmax(upcast(scores) + bias, -1)
         return a, torch.matmul(a.to(memory.dtype), memory)
 
     def _gen_logit(self, h, context, x):
         """p_gen's logit (B, T) from [h_t; h*_t; x_t], in at least fp32."""
         feats = torch.cat([h, context.to(h.dtype), x.to(h.dtype)], -1)
-        return _up(self.p_gen(feats.to(self.p_gen.weight.dtype))).squeeze(-1)
+        return upcast(self.p_gen(feats.to(self.p_gen.weight.dtype))).squeeze(-1)
 
     def _mix(self, h, context, x, a, src_ext, n_oov, same, first):
         """Log-probs over the extended vocabulary (B, T, V + n_oov) and p_gen (B, T)."""
-        log_vocab = torch.log_softmax(_up(self.generator(h)), -1)
+        log_vocab = torch.log_softmax(upcast(self.generator(h)), -1)
         z = self._gen_logit(h, context, x)
         return copy_mixture(log_vocab, z, a, src_ext, n_oov, same, first), torch.sigmoid(z)
 
@@ -118,7 +118,7 @@ class TransformerPointer(Transformer):
         else:                # K consecutive hypotheses per source (K = 1: one row per source, in order)
             K = N // B
         h, x = h.view(B, K, -1), x.view(B, K, -1)
-        a, context = self._copy(h, src["copy_keys"], src["memory"], _up(src["src_bias"]).view(B, 1, -1))
+        a, context = self._copy(h, src["copy_keys"], src["memory"], upcast(src["src_bias"]).view(B, 1, -1))
         log_probs, _ = self._mix(h, context, x, a, src["src_ext"], state["n_oov"], src["src_same"],
                                  src["src_first"])
         return log_probs.reshape(N, -1), state

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from seq2seq_zoo.models.base import StepOutput
-from seq2seq_zoo.models.copying import _up, copy_mixture
+from seq2seq_zoo.models.copying import copy_mixture, upcast
 from seq2seq_zoo.models.fast.kernels import log_softmax_fp32
 from seq2seq_zoo.models.losses import copy_losses, fused_token_losses
 
@@ -86,7 +86,7 @@ class CopyOutput(DeferredOutput):
 
     def _make_log_probs(self):
         h, generator, z, a, src_ext, n_oov, same, first = self._args
-        return copy_mixture(torch.log_softmax(_up(generator(h)), -1), z, a, src_ext, n_oov, same, first)
+        return copy_mixture(torch.log_softmax(upcast(generator(h)), -1), z, a, src_ext, n_oov, same, first)
 
     def _losses(self, target, label_smoothing, smooth_width):
         return copy_losses(*self._args, target, label_smoothing, smooth_width)

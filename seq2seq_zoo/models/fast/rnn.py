@@ -25,8 +25,8 @@ from seq2seq_zoo.models.base import StepOutput, reorder_rows
 from seq2seq_zoo.models.copying import source_words
 from seq2seq_zoo.models.fast import native
 from seq2seq_zoo.models.fast.outputs import CopyOutput, LazyOutput
-from seq2seq_zoo.models.fast.rnn_kernels import (DeferredContext, StackedCell, _float, additive_energy,
-                                                 cpu_bf16_matmuls, double_keys, fp32_on_cpu, run_encoder)
+from seq2seq_zoo.models.fast.rnn_kernels import (DeferredContext, StackedCell, additive_energy, cpu_bf16_matmuls,
+                                                 double_keys, fp32_on_cpu, half_to_float, run_encoder)
 from seq2seq_zoo.models.layers import masked_softmax
 from seq2seq_zoo.models.losses import coverage_loss
 
@@ -129,14 +129,14 @@ class FastAttentional(FastRecurrent):
                 # than the arithmetic)
                 step = max(1, (1 << 22) // max(1, keys.numel()))
                 E = torch.cat([additive_energy(keys, q[:, t:t + step], v) for t in range(0, T, step)], 1)
-                A = masked_softmax(_float(E), mask.unsqueeze(1))
+                A = masked_softmax(half_to_float(E), mask.unsqueeze(1))
             elif native.usable(keys, q, cov):   # every step in compiled loops (``native``)
                 A = native.coverage_attention(keys, q, v, w_c, mask, cov)
             else:
                 weights = []
                 for t in range(T):
-                    a = masked_softmax(_float(additive_energy(keys, q[:, t:t + 1], v, cov.unsqueeze(1), w_c)[:, 0]),
-                                       mask)
+                    e = additive_energy(keys, q[:, t:t + 1], v, cov.unsqueeze(1), w_c)[:, 0]
+                    a = masked_softmax(half_to_float(e), mask)
                     cov = cov + a
                     weights.append(a)
                 A = torch.stack(weights, 1)
@@ -148,7 +148,7 @@ class FastAttentional(FastRecurrent):
         for t in range(T):
             q = F.linear(hid[0][-1], W).unsqueeze(1)
             e = additive_energy(keys, q, v, None if cov is None else cov.unsqueeze(1), w_c)[:, 0]
-            a = masked_softmax(_float(e), mask)
+            a = masked_softmax(half_to_float(e), mask)
             c = context(a)
             s, hid = cell(pre[t], c.to(pre[t].dtype), hid)
             if cov is not None:
@@ -175,7 +175,7 @@ class FastAttentional(FastRecurrent):
 
         def attend(query):
             q = F.linear(query, W).view(B0, K, -1)
-            a = masked_softmax(_float(additive_energy(keys, q, v, cov, w_c)), mask.unsqueeze(1))   # (B0, K, S)
+            a = masked_softmax(half_to_float(additive_energy(keys, q, v, cov, w_c)), mask.unsqueeze(1))   # (B0, K, S)
             c = torch.bmm(a.to(memory.dtype), memory)
             return c.view(B0 * K, -1), a.view(B0 * K, S)
 
@@ -194,7 +194,7 @@ class FastAttentional(FastRecurrent):
         y = self.drop(self.tgt_embed(self.feed(batch.tgt_in)))   # (B, T, m): E y_{t-1}
         low = cpu_bf16_matmuls(y)
         with fp32_on_cpu(y.device):
-            feats, a, extra = self._teacher_forcing(enc, tuple(_float(h) for h in self._from_state(enc)), y, low)
+            feats, a, extra = self._teacher_forcing(enc, tuple(half_to_float(h) for h in self._from_state(enc)), y, low)
         self.attention.weights = a[:, -1].detach()
         aux = {}
         if self.coverage and self.cov_loss_weight > 0:
@@ -214,7 +214,8 @@ class FastAttentional(FastRecurrent):
             return super().decode_step(state, prev)
         y = self.drop(self.tgt_embed(self.feed(prev)))
         with fp32_on_cpu(y.device):
-            f, hid, a, extra, src, K = self._fast_step(state, tuple(_float(h) for h in self._from_state(state)), y)
+            hidden = tuple(half_to_float(h) for h in self._from_state(state))
+            f, hid, a, extra, src, K = self._fast_step(state, hidden, y)
         self.attention.weights = a.detach()
         view = {**state, **src}
         if "src_ext" in src:   # copy models: the mixture takes each source's K hypotheses side by side

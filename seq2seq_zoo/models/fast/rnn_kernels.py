@@ -46,7 +46,7 @@ def fp32_on_cpu(device: torch.device):
     return contextlib.nullcontext()
 
 
-def _float(x: torch.Tensor) -> torch.Tensor:
+def half_to_float(x: torch.Tensor) -> torch.Tensor:
     """bf16/fp16 -> fp32; fp32 and fp64 (gradient checks) stay as they are."""
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
@@ -76,7 +76,7 @@ def run_encoder(rnn, x: torch.Tensor, mask: torch.Tensor):
     if low is not None and uni_gru:
         return _run_padded(rnn, x, lengths)        # under the caller's bf16 autocast
     with fp32_on_cpu(x.device):
-        x = _float(x)
+        x = half_to_float(x)
         if low is not None and rnn.num_layers == 1 and getattr(rnn, "proj_size", 0) == 0:
             return _run_held(rnn, x, mask, lengths, low)
         if bool((lengths == S).all()):
@@ -261,7 +261,7 @@ def _energy_in_blocks(keys2, q2, v, cov, w_c, block: int = 1 << 18):
 
 def double_keys(keys: torch.Tensor) -> torch.Tensor:
     """2 (U h_j + b) in at least fp32, the form ``additive_energy`` takes."""
-    return 2 * _float(keys)
+    return 2 * half_to_float(keys)
 
 
 class _Tap(torch.autograd.Function):
@@ -384,7 +384,7 @@ class StackedCell:
 
     def project_steps(self, x: torch.Tensor) -> torch.Tensor:
         """Layer 0's projection of the part of its input known for all steps: (B, T, w) -> (B, T, G)."""
-        return _float(self._linear(x, self.w_steady, self.b_ih))
+        return half_to_float(self._linear(x, self.w_steady, self.b_ih))
 
     def __call__(self, pre_t, side, hid):
         """pre_t (B, G) from ``project_steps``; side (B, w_side) or None; hid: (h,) or (h, c), each

@@ -30,7 +30,7 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best.pt"
     the run itself."""
     from safetensors.torch import save_model
 
-    from seq2seq_zoo.inference import _legacy_defaults, load_trained_run
+    from seq2seq_zoo.inference import legacy_defaults, load_trained_run
     from seq2seq_zoo.results import read_record
     from seq2seq_zoo.utils.io import check_output, staged_folder
     run_dir, out = Path(run_dir), Path(out)
@@ -54,7 +54,7 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best.pt"
                                 "there (the other files are kept)")
     run = load_trained_run(run_dir, checkpoint, purpose="zoo export", record=record)
     spec = run.spec.to_dict()
-    spec["model_options"] = {**_legacy_defaults(run_dir, run.spec, record), **spec.get("model_options", {})}
+    spec["model_options"] = {**legacy_defaults(run_dir, run.spec, record), **spec.get("model_options", {})}
     config = {"format": FORMAT, "model": run.spec.model, "spec": spec, "checkpoint": checkpoint,
               "source_run": str(run_dir), "model_rules": (record or {}).get("model_rules")}
     with staged_folder(target, "export") as stage:

@@ -123,8 +123,8 @@ def safetensors_header(path: str | Path) -> dict[str, dict]:
                             f"file of {size:,}: a pickle, another format, or a file cut short)")
         raw = f.read(n)
     try:
-        from seq2seq_zoo.utils.io import _loads
-        header = _loads(raw.decode("utf-8"))
+        from seq2seq_zoo.utils.io import loads_finite
+        header = loads_finite(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise BadExport(f"{path}: not a safetensors file (its header is not JSON)") from None
     if not isinstance(header, dict):

@@ -55,7 +55,9 @@ def not_a_run(path: str | Path) -> None:
     # any other folder: the caller names the run's file it misses (checkpoints are not committed to git)
 
 
-def _legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
+def legacy_defaults(run_dir, spec: RunSpec, record: dict | None) -> dict:
+    """For a run recorded before records stated ``model_rules``, the option defaults its model had then (the
+    class's ``legacy_defaults``); {} for a later run. ``record``: read from ``run_dir`` when None."""
     if record is None:
         path = Path(run_dir) / "record.json"
         try:
@@ -101,7 +103,7 @@ def load_trained_run(run_dir: str | Path, checkpoint: str = "best.pt", purpose: 
     spec = run_spec(run_dir, record)
     vocab = Vocab.load(ck / "vocab.json")
     model = build_model(spec.model, model_context(len(vocab), spec.data),
-                        {**_legacy_defaults(run_dir, spec, record), **spec.model_options})
+                        {**legacy_defaults(run_dir, spec, record), **spec.model_options})
     load_weights(model, load_checkpoint(ck / checkpoint)["model"], ck / checkpoint)
     return TrainedRun(spec, vocab, model.eval(), ck / checkpoint)
 

@@ -198,16 +198,16 @@ def test_every_plot_renders_with_titled_axes(trained, monkeypatch):
 
     from seq2seq_zoo.report import build_report, plots
     seen = {}
-    real = plots._save
+    real = plots.save_figure
 
     def keep(fig, path):
         seen[Path(path).name] = [(ax.get_title() or fig._suptitle.get_text() if fig._suptitle else ax.get_title(),
                                   ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes if ax.get_visible()
                                  and ax.get_label() != "<colorbar>"]
         return real(fig, path)
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     import seq2seq_zoo.report.finetune as finetune
-    monkeypatch.setattr(finetune, "_save", keep, raising=False)
+    monkeypatch.setattr(finetune, "save_figure", keep, raising=False)
     build_report(trained["exp"])
     for name in ("scores.png", "val_loss.png", "lr_schedule.png", "positional_encodings.png", "attention_tiny.png"):
         assert name in seen, name

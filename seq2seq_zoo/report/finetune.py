@@ -38,7 +38,7 @@ def val_metric_plot(records: list[dict], path: Path) -> Path | None:
     df = val_metric_table(records)
     if df is None:
         return None
-    from seq2seq_zoo.report.plots import _save, plt
+    from seq2seq_zoo.report.plots import plt, save_figure
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for c in df.columns:
         s = df[c].dropna()
@@ -52,7 +52,7 @@ def val_metric_plot(records: list[dict], path: Path) -> Path | None:
     ax.set_title(f"validation score (train.val_metric) per update\n{context(records)}", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _parent(r: dict) -> dict | None:

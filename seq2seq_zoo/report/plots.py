@@ -33,7 +33,8 @@ def _title(ax, main: str, records: list[dict], fontsize: int = 10) -> None:
     ax.set_title(main + (f"\n{ctx}" if ctx else ""), fontsize=fontsize)
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
+    """``fig`` as a PNG at ``path`` (written atomically), then closed."""
     from seq2seq_zoo.utils import atomic_write_bytes
     import io
     buf = io.BytesIO()
@@ -79,7 +80,7 @@ def val_loss(records: list[dict], path: Path) -> Path | None:
     _title(ax, "loss per epoch" + (" (min-max over seeds)" if banded else ""), records)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def scores(groups, path: Path, where: str = "",
@@ -131,7 +132,7 @@ def scores(groups, path: Path, where: str = "",
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _style(k: int) -> dict:
@@ -175,7 +176,7 @@ def val_score(records: list[dict], path: Path) -> Path | None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(context(records), fontsize=9)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def lr_schedule(records: list[dict], path: Path) -> Path | None:
@@ -204,7 +205,7 @@ def lr_schedule(records: list[dict], path: Path) -> Path | None:
            records)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def positional(records: list[dict], path: Path) -> Path | None:
@@ -241,7 +242,7 @@ def positional(records: list[dict], path: Path) -> Path | None:
         ax.axis("off")
     fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, label="value")
     fig.suptitle("positional encodings (encoder)\n" + context(records), fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _runs_label(runs: list[str]) -> str:
@@ -320,4 +321,4 @@ def attention(record: dict, path: Path, max_src: int = MAX_SRC) -> Path | None:
             axp.text(0, t, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
         axp.set_xticks([0])
         axp.set_xticklabels(["p_gen"], fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)

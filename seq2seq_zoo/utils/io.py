@@ -108,7 +108,7 @@ def _finite_float(text: str) -> float:
     return x
 
 
-def _loads(text: str):
+def loads_finite(text: str):
     """``json.loads`` that refuses ``NaN``, ``Infinity``, ``-Infinity`` and numbers too large for a float
     such as ``1e999`` (raises ``_NonFinite``)."""
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -136,7 +136,7 @@ def read_json(path, what: str, fix: str = "delete it and re-run the command that
     if not text.strip():
         raise DamagedFile(f"{path}: empty {what} (a write that never finished?); {fix}")
     try:
-        return _loads(text)
+        return loads_finite(text)
     except _NonFinite as e:
         n = _line_of(text, str(e))
         raise DamagedFile(f"{path}:{n}: damaged {what} (a non-finite number, {e}, where JSON allows only finite "
@@ -160,7 +160,7 @@ def read_jsonl(path, what: str, required: tuple[str, ...] = (), fix: str = "dele
         if not line.strip():
             continue
         try:
-            obj = _loads(line.decode("utf-8"))
+            obj = loads_finite(line.decode("utf-8"))
         except _NonFinite as e:
             raise DamagedFile(f"{path}:{n}: damaged {what} line (a non-finite number, {e}, where JSON allows only "
                               f"finite numbers or null); {fix}") from None

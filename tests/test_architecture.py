@@ -364,12 +364,12 @@ def test_model_options_are_checked_by_the_model_that_owns_them(tmp_path):
     """The config package holds no tables of model options; a model's own ValueError becomes the file's error,
     pointing at the line of the option it names."""
     from seq2seq_zoo import config
-    from seq2seq_zoo.config import ConfigError, load_experiment
+    from seq2seq_zoo.config import ConfigError, load_experiment, values
     from seq2seq_zoo.models.base import Seq2Seq
     from seq2seq_zoo.registry import register_model
     for model_option in ("pe", "activation", "dropout", "attn_dropout", "cov_loss_weight", "embeddings"):
         assert model_option not in config.RANGES and model_option not in config.CHOICES
-        assert f'"{model_option}"' not in inspect.getsource(config._check_value)
+        assert f'"{model_option}"' not in inspect.getsource(values._check_value)
 
     @register_model("zz_arch_checked")
     class Checked(Seq2Seq):

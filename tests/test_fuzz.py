@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seq2seq_zoo.config import (SECTIONS, ConfigError, Experiment, RunSpec, _type_ok, load_experiment)
+from seq2seq_zoo.config import SECTIONS, ConfigError, Experiment, RunSpec, load_experiment
+from seq2seq_zoo.config.values import _type_ok
 from seq2seq_zoo.data.batching import bucket_batches, collate, encode_examples
 from seq2seq_zoo.data.corpora import DataError, Example, ReadStats, load_split
 from seq2seq_zoo.data.text import TextConfig, detokenize, normalise, tokenize

@@ -22,12 +22,10 @@ from seq2seq_zoo.config.schema import (CHOICES, DEFAULT_DECODE_NAME, EXPERIMENT_
                                        decode_dict, decode_too_long, decode_with, inert_settings, toml_value)
 from seq2seq_zoo.config.spec import DecodeVariant, Experiment, RunSpec
 from seq2seq_zoo.config.toml_lines import parse_toml
-from seq2seq_zoo.config.values import _check_value, _type_ok
 from seq2seq_zoo.errors import ConfigError
 
 __all__ = ["CHOICES", "DEFAULT_DECODE_NAME", "EXPERIMENT_KEYS", "LEGACY_VALUES", "NOT_INHERITED", "RANGES",
            "RUN_KEYS", "SAME_AS_PATTERN", "SECTIONS", "SEED_MAX", "SEEDS_MAX", "TOP_KEYS", "ConfigError",
            "DataConfig", "DecodeConfig", "DecodeVariant", "EvalConfig", "Experiment", "RunSpec", "TrainConfig",
            "decode_dict", "decode_too_long", "decode_with", "inert_settings", "is_trainable", "load_experiment", "option_type_problem",
-           "parse_decode_overrides", "parse_toml", "read_spec", "select_runs", "settings", "toml_value",
-           "_check_value", "_type_ok"]
+           "parse_decode_overrides", "parse_toml", "read_spec", "select_runs", "settings", "toml_value"]

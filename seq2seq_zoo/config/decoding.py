@@ -8,14 +8,14 @@ from typing import Any
 
 from seq2seq_zoo.config.schema import DEFAULT_DECODE_NAME, DecodeConfig, decode_too_long, decode_with
 from seq2seq_zoo.config.spec import DecodeVariant, RunSpec
-from seq2seq_zoo.config.toml_lines import _Where, parse_value
+from seq2seq_zoo.config.toml_lines import Where, parse_value
 from seq2seq_zoo.config.values import _build
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import did_you_mean
 
 
-def _decode_variants(ctx: _Where, entries: list, specs: list[RunSpec], profiles: tuple[str, ...],
+def _decode_variants(ctx: Where, entries: list, specs: list[RunSpec], profiles: tuple[str, ...],
                      profile: str | None) -> list[DecodeVariant]:
     """[[decode]] entries: a plain unique name, decode.* keys checked like [defaults.decode] and against
     every run it decodes (decode.max_len may not exceed a run's data.max_tgt_len), and ``runs``, the runs
@@ -96,7 +96,7 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
         over[k] = parse_value(v)
     if not over:
         raise ConfigError(f"{where}: no decode settings given (e.g. beam_size=8,length_penalty=1.0)")
-    ctx = _Where(Path(where), "")
+    ctx = Where(Path(where), "")
     _build(DecodeConfig, over, "decode", ctx)
     return over
 

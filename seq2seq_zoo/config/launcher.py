@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config.toml_lines import _Where, parse_toml
+from seq2seq_zoo.config.toml_lines import Where, parse_toml
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.registry import did_you_mean
 
@@ -68,7 +68,7 @@ def _problem(key: str, value: Any) -> str | None:
     return None
 
 
-def check_launcher(ctx: _Where, table: Any) -> dict[str, Any]:
+def check_launcher(ctx: Where, table: Any) -> dict[str, Any]:
     """A ``[launcher]`` table checked key by key; returns it (a plain dict)."""
     if not isinstance(table, dict):
         raise ctx.fail("[launcher]", "[launcher] must be a table")
@@ -103,7 +103,7 @@ def user_launcher() -> dict[str, Any]:
         raw = parse_toml(text)
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{path}: not a TOML file the suite can read ({e})") from None
-    ctx = _Where(path, text)
+    ctx = Where(path, text)
     for k in raw:
         if k != "launcher":
             raise ctx.fail(f"[{k}]", "unknown section of the user config; it holds a [launcher] table only")

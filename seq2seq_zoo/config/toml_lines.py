@@ -69,7 +69,7 @@ def _line_of(text: str, key: str) -> int | None:
     return text.count("\n", 0, found.start()) + 1 if found else None
 
 
-class _Where:
+class Where:
     """Where an experiment file's errors point: the file, and its text for line numbers."""
 
     def __init__(self, path: Path, text: str):
@@ -109,6 +109,9 @@ class _Where:
             return key, ""
         return (f"runs[{i}].{m.group(2)}", f" (taken over from run '{names[i]}' through like = "
                 f"\"{self.runs[first]['like']}\"; set it in this run to override)")
+
+
+_Where = Where   # its former name, which some config modules still import
 
 
 def _one_line(text: str) -> str:

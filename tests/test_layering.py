@@ -1,8 +1,8 @@
 """The package's layers: a run's settings flow config -> data -> model -> fit -> evaluate -> record ->
 report -> cli, and the imports follow that direction. A module imports, at module level, only from its
 own layer or the layers below; the few imports that reach up from inside a function are listed here by
-name (a new one fails until it is listed, a removed one until it is struck off). One ``zoo run`` parses
-its experiment file once."""
+name (a new one fails until it is listed, a removed one until it is struck off). No module takes another
+module's underscore name, but for the few listed here. One ``zoo run`` parses its experiment file once."""
 from __future__ import annotations
 
 import subprocess
@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 from conftest import run_cli, tiny_experiment, write_dialogsum
-from import_graph import FILES, PKG, import_edges
+from import_graph import FILES, PKG, import_edges, private_imports, private_uses
 
 # lowest first; a module belongs to the first entry naming it or a package above it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
@@ -36,6 +36,17 @@ LAZY_UPWARD = {
     ("seq2seq_zoo.config.load", "seq2seq_zoo.data.corpora"),   # a reader's options checked by the reader
     ("seq2seq_zoo.config.load", "seq2seq_zoo.data.text"),      # data.turn_separator: one token to the tokenizer
     ("seq2seq_zoo.config.load", "seq2seq_zoo.models.base"),    # the meta-device build of each run's model
+}
+
+# underscore names that modules other than their own still import: config/values.py's checks and builders,
+# which the other config modules and inference share; Where's former name, which values.py imports; and
+# the line of a key and the [[decode]] variants, which config/load.py takes from toml_lines and decoding
+SHARED_PRIVATE = {
+    "seq2seq_zoo.config.values._build", "seq2seq_zoo.config.values._check_name",
+    "seq2seq_zoo.config.values._check_seeds", "seq2seq_zoo.config.values._merge",
+    "seq2seq_zoo.config.values._type_name", "seq2seq_zoo.config.values._type_ok",
+    "seq2seq_zoo.config.toml_lines._Where",
+    "seq2seq_zoo.config.toml_lines._line_of", "seq2seq_zoo.config.decoding._decode_variants",
 }
 
 
@@ -74,6 +85,30 @@ def test_function_level_imports_up_the_layers_are_the_listed_ones():
     up = {(a, b) for a, b in lazy if layer_of(b) > layer_of(a)}
     assert up - LAZY_UPWARD == set(), f"unlisted upward imports inside functions: {sorted(up - LAZY_UPWARD)}"
     assert LAZY_UPWARD - up == set(), f"listed but gone (strike them off): {sorted(LAZY_UPWARD - up)}"
+
+
+def test_no_module_imports_another_modules_underscore_name():
+    """A name with a leading underscore is its module's own: one that another module needs is public (or
+    moved to where it is used)."""
+    used = private_imports()
+    unlisted = sorted(f"{a} imports {name}" for a, name in used if name not in SHARED_PRIVATE)
+    assert not unlisted, ("underscore names taken from another module (make them public there, or move "
+                          "them):\n" + "\n".join(unlisted))
+    gone = SHARED_PRIVATE - {name for _, name in used}
+    assert not gone, f"listed but no module imports them any more (strike them off): {sorted(gone)}"
+
+
+def test_the_underscore_scan_finds_every_form():
+    import ast
+    src = ("import seq2seq_zoo.utils.io\nimport seq2seq_zoo.models.copying as cp\n"
+           "from seq2seq_zoo.report import plots\nfrom .plots import _title, context\n"
+           "from seq2seq_zoo.config.values import _merge as merge, __all__\n"
+           "def f(self):\n    from ..cli.common import EXIT_USAGE, _x\n"
+           "    seq2seq_zoo.utils.io._y(); cp._z(); plots._w; plots.context; self._own; _title()\n")
+    found = private_uses("seq2seq_zoo.report.build", PKG / "report" / "build.py", ast.parse(src))
+    assert {name for _, name in found} == {
+        "seq2seq_zoo.report.plots._title", "seq2seq_zoo.config.values._merge", "seq2seq_zoo.cli.common._x",
+        "seq2seq_zoo.utils.io._y", "seq2seq_zoo.models.copying._z", "seq2seq_zoo.report.plots._w"}
 
 
 def test_config_schema_imports_nothing_from_the_package():

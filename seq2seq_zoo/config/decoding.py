@@ -15,8 +15,8 @@ from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import did_you_mean
 
 
-def _decode_variants(ctx: Where, entries: list, specs: list[RunSpec], profiles: tuple[str, ...],
-                     profile: str | None) -> list[DecodeVariant]:
+def decode_variants(ctx: Where, entries: list, specs: list[RunSpec], profiles: tuple[str, ...],
+                    profile: str | None) -> list[DecodeVariant]:
     """[[decode]] entries: a plain unique name, decode.* keys checked like [defaults.decode] and against
     every run it decodes (decode.max_len may not exceed a run's data.max_tgt_len), and ``runs``, the runs
     it decodes (names as in the tables, without -seedN; default every trained run): a variant that only
@@ -81,6 +81,9 @@ def _decode_variants(ctx: Where, entries: list, specs: list[RunSpec], profiles: 
                                f"decode '{name}' of run '{spec.name}': {too_long}")
         out.append(DecodeVariant(name, over, "*" in where or (profile or "none") in where, runs))
     return out
+
+
+_decode_variants = decode_variants   # its former name, which config/load.py still imports
 
 
 def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]:

@@ -32,7 +32,7 @@ def _parsed(text: str) -> dict:
     return tomllib.loads(text)
 
 
-def _line_of(text: str, key: str) -> int | None:
+def line_of(text: str, key: str) -> int | None:
     """Line of ``key`` (e.g. ``runs[2].train.lr``) in the TOML text: inside the i-th [[runs]] table
     first, else anywhere (the value may come from [defaults] or a profile)."""
     if key.startswith("[") and key.endswith("]"):  # a table header
@@ -78,7 +78,7 @@ class Where:
 
     def fail(self, key: str, msg: str) -> ConfigError:
         at, note = self._taken_over(key) if key else (key, "")
-        line = _line_of(self.text, at) if key else None
+        line = line_of(self.text, at) if key else None
         where = f"{self.path}:{line}" if line else str(self.path)
         return ConfigError(_one_line(f"{where}: {key + ': ' if key else ''}{msg}{note}"))
 
@@ -111,7 +111,7 @@ class Where:
                 f"\"{self.runs[first]['like']}\"; set it in this run to override)")
 
 
-_Where = Where   # its former name, which some config modules still import
+_Where, _line_of = Where, line_of   # their former names, which some config modules still import
 
 
 def _one_line(text: str) -> str:

@@ -156,13 +156,28 @@ def decoding_rule_keys() -> dict[str, tuple[Any, Any]]:
     return out
 
 
-def objective_option_rules() -> dict[str, Callable[[Any], str | None]]:
-    """``train.*`` setting -> the rule of the registered objective that owns it (``option_rules`` of an
-    ``Objective`` class, e.g. SCST's ``rl_*``): a callable returning what is wrong with a value, or None."""
-    out: dict[str, Callable] = {}
-    for name in OBJECTIVES.names():
-        out.update(getattr(OBJECTIVES.get(name), "option_rules", None) or {})
+def objective_options() -> dict[str, dict[str, Any]]:
+    """Registered objective -> the options it declares (``options`` of an ``Objective`` class: option name
+    -> ``Option``), for the objectives that declare any; an experiment file sets them as the objective's
+    table ``train.<objective>`` (e.g. ``train.scst = { gamma = 0.9 }``)."""
+    return {name: dict(opts) for name in OBJECTIVES.names() if (opts := getattr(OBJECTIVES.get(name), "options", None))}
+
+
+def objective_stored_keys() -> dict[str, tuple[str, str, Any]]:
+    """The flat ``train.*`` keys records keep objectives' options under (an ``Option``'s ``stored``, SCST's
+    ``rl_*``) -> (objective, option, its ``Option``). A key stored by two options is an error naming both."""
+    out: dict[str, tuple[str, str, Any]] = {}
+    for objective, opts in objective_options().items():
+        for name, opt in opts.items():
+            key = getattr(opt, "stored", None)
+            if key is None:
+                continue
+            if key in out:
+                raise ValueError(f"objective '{objective}' stores its option '{name}' as train.{key}, which "
+                                 f"'{out[key][0]}' stores '{out[key][1]}' as; give it another stored name")
+            out[key] = (objective, name, opt)
     return out
+
 
 def create_model(name: str, **kwargs):
     return MODELS.create(name, **kwargs)

@@ -37,6 +37,9 @@ def test_configuration_reference_lists_every_key():
     # a range and a choice list from the schema appear with their key
     assert re.search(r"\| `train\.label_smoothing` \|.*must be in \[0, 1\)", text)
     assert re.search(r"\| `decode\.method` \|.*`beam`, `greedy`", text)
+    # an objective's options: its own table's keys, each with its rule and the train.* key records store it as
+    assert re.search(r"\| `train\.scst\.gamma` \| float \| `0\.9984` \| must be in \[0, 1\] \| `train\.rl_gamma` \|", text)
+    assert re.search(r"\| `train\.scst\.logp` \|.*one of `sum`, `mean`", text)
 
 
 def test_field_comments_join_continuation_lines():

@@ -205,15 +205,163 @@ def test_config_rejects_bad_reward_and_gamma(tmp_path):
 
 
 def test_scst_owns_its_settings():
-    """SCST's rl_* settings are declared by the objective (the keys it is built with, and their rules); the
-    configuration schema keeps their defaults for the record but no rule of them."""
+    """SCST's options are declared by the objective (the keyword arguments it is built with, their defaults,
+    types and rules); the configuration schema keeps them under their stored keys (train.rl_*) with the same
+    defaults and types, and no rule of them."""
+    import typing
+
     from seq2seq_zoo.config import schema
-    from seq2seq_zoo.registry import objective_option_rules
-    assert set(SelfCritical.options) == set(SelfCritical.option_rules) <= set(objective_option_rules())
+    from seq2seq_zoo.registry import objective_options, objective_stored_keys
+    assert objective_options()["scst"] == SelfCritical.options
+    hints = typing.get_type_hints(TrainConfig)
+    for name, opt in SelfCritical.options.items():
+        assert objective_stored_keys()[opt.stored] == ("scst", name, opt)
+        assert getattr(TrainConfig(), opt.stored) == opt.default and hints[opt.stored] == opt.kind, name
     assert not [k for k in (*schema.RANGES, *schema.CHOICES) if k.startswith("rl_")]
     vocab, _, _, cfg = setup(rl_gamma=0.5, rl_gamma_end=0.7, rl_logp="mean")
+    assert SelfCritical.settings(cfg) == {"reward": "rouge1", "gamma": 0.5, "gamma_end": 0.7, "gamma_ramp": 1.0,
+                                          "max_len": 12, "repetition_penalty": 0.0, "logp": "mean",
+                                          "ml_scale": "sequence"}
     obj = SelfCritical.from_config(cfg, vocab)
-    assert (obj.gamma0, obj.gamma1, obj.logp_reduce) == (0.5, 0.7, "mean")
+    assert (obj.gamma0, obj.gamma1, obj.logp_reduce, obj.max_len) == (0.5, 0.7, "mean", 12)
+
+
+# the end of [defaults], then the runs
+SCST_OLD = """
+train.objective = "scst"
+train.rl_gamma = 0.8
+[profiles.small]
+train.rl_max_len = 20
+[[runs]]
+name = "a"
+train.rl_reward = "rougeL"
+train.rl_gamma_end = 1.0
+[[runs]]
+name = "b"
+like = "a"
+train.rl_gamma_ramp = 0.5
+train.rl_logp = "mean"
+[runs.profiles.small]
+train.rl_ml_scale = "token"
+[grid]
+"train.rl_repetition_penalty" = [0.0, 0.5]
+"""
+# the same runs in the objective's own table: inline, dotted keys and a table header
+SCST_NEW = """
+train.objective = "scst"
+train.scst = { gamma = 0.8 }
+[profiles.small]
+train.scst.max_len = 20
+[[runs]]
+name = "a"
+train = { scst = { reward = "rougeL", gamma_end = 1.0 } }
+[[runs]]
+name = "b"
+like = "a"
+[runs.train.scst]
+gamma_ramp = 0.5
+logp = "mean"
+[runs.profiles.small]
+train.scst.ml_scale = "token"
+[grid]
+"train.scst.repetition_penalty" = [0.0, 0.5]
+"""
+
+
+def test_scst_table_gives_the_runs_the_old_keys_give(tmp_path):
+    """``train.scst = {...}`` in every layer of a file (defaults, a profile, a run, ``like``, a run's profile, a
+    grid) resolves to the very spec.json the old ``train.rl_*`` keys give; the objective is built with its
+    own options only."""
+    from conftest import tiny_experiment
+
+    from seq2seq_zoo.config import load_experiment
+    from seq2seq_zoo.utils.io import dumps_json
+    specs = {}
+    for tag, runs in (("old", SCST_OLD), ("new", SCST_NEW)):
+        p = tmp_path / f"{tag}.toml"
+        p.write_text(tiny_experiment("e", runs, seeds=1), encoding="utf-8")
+        specs[tag] = {prof: load_experiment(p, profile=prof).runs for prof in (None, "small")}
+    for prof in (None, "small"):
+        old, new = specs["old"][prof], specs["new"][prof]
+        assert [s.name for s in new] == ["a-repetition_penalty0.0", "a-repetition_penalty0.5",
+                                         "b-repetition_penalty0.0", "b-repetition_penalty0.5"]
+        assert [s.name.replace("-rl_", "-") for s in old] == [s.name for s in new]   # a grid key names the runs
+        assert [dumps_json({**s.to_dict(), "name": ""}) for s in old] == [dumps_json({**s.to_dict(), "name": ""}) for s in new]
+    b = SelfCritical.settings(specs["new"]["small"][3].train)
+    assert b == {"reward": "rougeL", "gamma": 0.8, "gamma_end": 1.0, "gamma_ramp": 0.5, "max_len": 20,
+                 "repetition_penalty": 0.5, "logp": "mean", "ml_scale": "token"}
+    assert SelfCritical.settings(specs["new"][None][0].train)["max_len"] == 48   # the profile's own
+
+
+def test_a_later_layer_overrides_either_spelling(tmp_path):
+    """A run's ``train.scst.gamma`` overrides the defaults' ``train.rl_gamma`` and the other way round; one
+    layer giving both spellings of an option is refused."""
+    from conftest import tiny_experiment
+
+    from seq2seq_zoo.config import ConfigError, load_experiment
+    p = tmp_path / "e.toml"
+    p.write_text(tiny_experiment("e", '[[runs]]\nname = "a"\ntrain.scst.gamma = 0.5\n[[runs]]\nname = "b"\n'
+                                 'train.rl_gamma = 0.25\n', seeds=1,
+                                 extra_defaults='train.rl_gamma = 0.9\ntrain.scst.gamma_end = 1.0'), encoding="utf-8")
+    assert [(s.train.rl_gamma, s.train.rl_gamma_end) for s in load_experiment(p).runs] == [(0.5, 1.0), (0.25, 1.0)]
+    p.write_text(tiny_experiment("e", '[[runs]]\nname = "a"\ntrain.rl_gamma = 0.5\ntrain.scst.gamma = 0.4\n',
+                                 seeds=1), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"e\.toml:\d+: runs\[0\]\.train\.scst\.gamma: given twice, also as "
+                                          r"train\.rl_gamma"):
+        load_experiment(p)
+
+
+@pytest.mark.parametrize("body,line,key,words", [
+    ('train.scst = { reward = "rouge1", gamm = 0.9 }', 26, "runs[0].train.scst.gamm", "Did you mean 'gamma'?"),
+    ("[runs.train.scst]\nmax_len = 8\nmax_lenn = 9", 28, "runs[0].train.scst.max_lenn", "Did you mean 'max_len'?"),
+    ("train.scst.gamma = 1.5", 26, "runs[0].train.scst.gamma", "1.5 must be in [0, 1]"),
+    ('train.scst = { logp = "men" }', 26, "runs[0].train.scst.logp", "'men' is not one of sum, mean. Did you mean 'mean'?"),
+    ('train.scst = { max_len = "8" }', 26, "runs[0].train.scst.max_len", "expected int, got str '8'"),
+    ("train.scst = 3", 26, "runs[0].train.scst", "must be a table of the objective's options"),
+    ('[grid]\n"train.scst.gama" = [0.5]', 27, "grid.train.scst.gama", "Did you mean 'gamma'?"),
+])
+def test_a_bad_key_in_the_objective_table_names_file_line_and_key(tmp_path, capsys, body, line, key, words):
+    """Keys and values under ``train.scst`` are checked by the objective's declarations: one line naming the
+    file, the line, the key as written and what to do; exit status 2 (line 24 is the run's header)."""
+    from conftest import run_cli, tiny_experiment
+    p = tmp_path / "e.toml"
+    p.write_text(tiny_experiment("e", f'[[runs]]\nname = "r"\n{body}\n', seeds=1), encoding="utf-8")
+    assert p.read_text().splitlines()[23] == "[[runs]]"
+    assert run_cli(["run", str(p), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"zoo run: error: {p}:{line}: {key}: "), err
+    assert words in err[0]
+
+
+def test_a_committed_record_with_the_old_keys_is_the_run_the_table_gives(tmp_path, capsys):
+    """A committed SCST record (train.rl_* in its spec) loads, gives the objective the same options, and is
+    the run experiments/scst.toml (written with train.scst tables) plans: ``zoo run`` skips it as done."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    from seq2seq_zoo import reuse
+    from seq2seq_zoo.config import RunSpec, load_experiment
+    root = Path(__file__).resolve().parent.parent
+    rec_path = root / "results" / "scst" / "rl-seed2" / "record.json"
+    record = json.loads(rec_path.read_text(encoding="utf-8"))
+    assert "rl_gamma" in record["spec"]["train"] and "scst" not in record["spec"]["train"]
+    assert "train.scst" in (root / "experiments" / "scst.toml").read_text(encoding="utf-8")
+    old = RunSpec.from_dict(record["spec"])
+    spec = next(s for s in load_experiment(root / "experiments" / "scst.toml", profile="cpu").runs
+                if s.name == "rl-seed2")
+    assert SelfCritical.settings(old.train) == SelfCritical.settings(spec.train)
+    assert SelfCritical.settings(spec.train)["max_len"] == 32 and SelfCritical.settings(spec.train)["gamma"] == 0.9
+    assert reuse.drift(spec.to_dict(), record) == []
+    results = tmp_path / "results"
+    (results / "scst" / "rl-seed2").mkdir(parents=True)
+    shutil.copy(rec_path, results / "scst" / "rl-seed2" / "record.json")
+    assert run_cli(["run", str(root / "experiments" / "scst.toml"), "--profile", "cpu", "--only", "rl-seed2",
+                    "--results", str(results), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 2: done, skipped" in out and "train.scst.max_len = 32" in out
 
 
 def test_scst_through_the_loop_with_rouge_validation(tmp_path):
@@ -238,3 +386,48 @@ def test_fine_tuning_scores_the_starting_point_first(tmp_path):
              log=lambda *a: None, vocab=vocab)
     assert [p["step"] for p in st.val_curve] == [0, 2]
     assert st.best_score == max(p["val_rouge1"] for p in st.val_curve)
+
+
+def test_an_objective_without_stored_keys_keeps_its_table_in_the_spec(tmp_path, monkeypatch):
+    """A new objective's options (no stored field) are its table in the file, in spec.json and records (only
+    where given, so every other spec keeps its bytes), read back and checked by its declarations, and the
+    objective is built with them."""
+    from conftest import tiny_experiment
+
+    from seq2seq_zoo.config import ConfigError, RunSpec, load_experiment
+    from seq2seq_zoo.models.base import at_least
+    from seq2seq_zoo.registry import OBJECTIVES
+    from seq2seq_zoo.train.objectives import Option
+
+    class Weighted(CrossEntropy):
+        options = {"weight": Option(1.0, "the loss times this", at_least(0)), "note": Option("", "words")}
+
+        def __init__(self, label_smoothing=0.0, vocab=None, *, weight, note, **_):
+            super().__init__(label_smoothing)
+            self.weight, self.note = weight, note
+
+    Weighted._registry_name = "zz_weighted"
+    monkeypatch.setitem(OBJECTIVES._entries, "zz_weighted", Weighted)
+    p = tmp_path / "e.toml"
+    p.write_text(tiny_experiment("e", '[[runs]]\nname = "a"\ntrain.zz_weighted = { weight = 2.5 }\n'
+                                 '[[runs]]\nname = "b"\n', seeds=1,
+                                 extra_defaults='train.objective = "zz_weighted"\ntrain.zz_weighted.note = "x"'),
+                 encoding="utf-8")
+    a, b = load_experiment(p).runs
+    assert a.to_dict()["train"]["zz_weighted"] == {"note": "x", "weight": 2.5}
+    assert list(a.to_dict()["train"])[-1] == "zz_weighted"        # after the fields: the rest keeps its order
+    assert RunSpec.from_dict(a.to_dict()).to_dict() == a.to_dict()
+    assert Weighted.settings(b.train) == {"weight": 1.0, "note": "x"}
+    obj = Weighted.from_config(a.train)
+    assert (obj.weight, obj.note) == (2.5, "x")
+    ce = tiny_experiment("e", '[[runs]]\nname = "a"\n', seeds=1)
+    p.write_text(ce, encoding="utf-8")
+    assert "zz_weighted" not in load_experiment(p).runs[0].to_dict()["train"]
+    p.write_text(tiny_experiment("e", '[[runs]]\nname = "a"\ntrain.zz_weighted = { weight = -1.0 }\n', seeds=1),
+                 encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"e\.toml:26: runs\[0\]\.train\.zz_weighted\.weight: -1\.0 must be >= 0"):
+        load_experiment(p)
+    bad = {**a.to_dict(), "train": {**a.to_dict()["train"], "zz_weighted": {"wieght": 2.0}}}
+    with pytest.raises(ConfigError, match=r"train\.zz_weighted\.wieght: unknown option of objective 'zz_weighted'\. "
+                                          r"Did you mean 'weight'\?"):
+        RunSpec.from_dict(bad)

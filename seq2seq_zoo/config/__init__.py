@@ -7,6 +7,8 @@
     spec.py        RunSpec (a run's settings, as spec.json and records hold them) and Experiment
     decoding.py    [[decode]] variants and ``zoo eval --decode`` overrides
     launcher.py    the [launcher] table (of an experiment file or the user's config) for ``--launcher``
+    objective_tables.py  an objective's table (``train.scst = {...}``), checked by the objective's own
+                   declarations and written as the ``train.*`` keys specs and records store (SCST's ``rl_*``)
     load.py        load_experiment: [experiment], [defaults], [profiles.X], [[runs]] with ``like``, [grid],
                    [[findings]]; the checks that need the registries (model options, a meta-device build,
                    reader options), whose data/model/training imports stay inside those functions

@@ -22,11 +22,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config.decoding import _decode_variants
+from seq2seq_zoo.config.decoding import decode_variants
+from seq2seq_zoo.config.objective_tables import file_spelling, stored_layer, stored_spelling
 from seq2seq_zoo.config.schema import (EXPERIMENT_KEYS, NOT_INHERITED, RUN_KEYS, SAME_AS_PATTERN, SECTIONS, TOP_KEYS,
                                        DataConfig, decode_too_long)
 from seq2seq_zoo.config.spec import Experiment, RunSpec
-from seq2seq_zoo.config.toml_lines import _Where, _line_of, parse_toml
+from seq2seq_zoo.config.toml_lines import Where, line_of, parse_toml
 from seq2seq_zoo.config.values import _build, _check_name, _check_seeds, _merge, _type_name, _type_ok
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
@@ -39,6 +40,7 @@ def settings(spec: RunSpec) -> dict[str, Any]:
     constructor, data/train/decode/eval from their dataclasses), as flat ``key: value`` pairs in the file's
     own spelling (``d_model``, ``train.lr``); what ``zoo run --dry-run`` prints."""
     defaults = model_options(spec.model) if spec.model in MODELS else {}
+    spelling = {f"train.{k}": f"train.{v}" for k, v in file_spelling().items()}   # train.rl_gamma: train.scst.gamma
     out: dict[str, Any] = {"model": spec.model}
     out.update({k: v for k, v in spec.model_options.items() if k not in defaults or defaults[k] != v})
     for sec in SECTIONS:
@@ -46,7 +48,9 @@ def settings(spec: RunSpec) -> dict[str, Any]:
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
             value = getattr(getattr(spec, sec), f.name)
             if value != default:
-                out[f"{sec}.{f.name}"] = value
+                out[spelling.get(f"{sec}.{f.name}", f"{sec}.{f.name}")] = value
+        if sec == "train":   # a new objective's options without a stored field: its table, where given
+            out.update({f"train.{o}.{k}": v for o, table in spec.train.objectives.items() for k, v in table.items()})
     if spec.same_as:
         out["same_as"] = spec.same_as
     return out
@@ -80,7 +84,7 @@ def is_trainable(model: str) -> bool:
     return _trainable(None, 0, model)
 
 
-def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_dir, label: str) -> RunSpec:
+def _spec_from(ctx: Where, exp_name: str, run: dict, seed: int, profile, data_dir, label: str) -> RunSpec:
     run = dict(run)
     model = run.pop("model", None)
     if model is None:
@@ -132,7 +136,7 @@ def _spec_from(ctx: _Where, exp_name: str, run: dict, seed: int, profile, data_d
                    profile=profile, data_dir=data_dir, description=desc, same_as=same_as, **built)
 
 
-def _check_model_option(ctx: _Where, key: str, model: str, option: str, value) -> None:
+def _check_model_option(ctx: Where, key: str, model: str, option: str, value) -> None:
     """A model option against the rule the model declares for it (``option_rules``), if any."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ctx.fail(key, f"{value!r} is not a finite number")
@@ -149,7 +153,7 @@ def _check_data_options(ctx, label: str, data: DataConfig) -> None:
 
     def fail(k: str, msg: str) -> ConfigError:
         inline = re.search(rf"[{{,][ \t]*{re.escape(k)}[ \t]*=", ctx.text)  # data.options = {{ k = ... }}
-        if _line_of(ctx.text, f"{label}.{k}") is None and inline:
+        if line_of(ctx.text, f"{label}.{k}") is None and inline:
             return ConfigError(f"{ctx.path}:{ctx.text.count(chr(10), 0, inline.start()) + 1}: {label}.{k}: {msg}")
         return ctx.fail(f"{label}.{k}", msg)
 
@@ -200,7 +204,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     except UnicodeDecodeError as e:
         line = path.read_bytes()[: e.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: bytes that are not UTF-8; save the file as UTF-8") from None
-    ctx = _Where(path, text)
+    ctx = Where(path, text)
     try:
         raw = parse_toml(text)
     except tomllib.TOMLDecodeError as e:
@@ -216,6 +220,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     for sec in ("experiment", "defaults", "profiles", "grid"):
         if sec in raw and not isinstance(raw[sec], dict):
             raise ctx.fail(sec, f"[{sec}] must be a table")
+    raw = stored_spelling(ctx, raw)   # objective tables (train.scst = {...}) as their stored keys (train.rl_*)
     if "launcher" in raw:  # how --launcher slurm|local asks for jobs (config/launcher.py)
         from seq2seq_zoo.config.launcher import check_launcher
         check_launcher(ctx, raw["launcher"])
@@ -292,7 +297,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
             continue
         for combo in combos:
             merged = _merge(defaults, run)
-            merged = _merge(merged, _unflatten(combo))
+            merged = _merge(merged, stored_layer(ctx, _unflatten(combo), "grid"))
             rname = run["name"] + "".join(f"-{k.split('.')[-1]}{v}" for k, v in combo.items())
             if rname in seen:
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{rname}'; run names must be unique")
@@ -308,7 +313,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 merged["name"] = full
                 merged.setdefault("description", exp.get("description", ""))
                 specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
-    decodes = _decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)],
+    decodes = decode_variants(ctx, raw.get("decode", []), [s for s in specs if _trainable(ctx, 0, s.model)],
                                tuple(profiles), profile)
     from seq2seq_zoo.findings import parse_findings
     findings = parse_findings(raw.get("findings", []), groups, {d.name: d.runs for d in decodes}, ctx.fail)
@@ -318,7 +323,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     return select_runs(full, only) if only else full
 
 
-def _plan_folder(ctx: _Where, planned: dict[str, str], folder: str, entry: str) -> None:
+def _plan_folder(ctx: Where, planned: dict[str, str], folder: str, entry: str) -> None:
     """Two runs planned into one folder (``a`` with seeds 1 and 2 makes ``a-seed1``, which another run may
     be named) would write over each other: refused before anything is read or trained."""
     if folder in planned:
@@ -328,7 +333,7 @@ def _plan_folder(ctx: _Where, planned: dict[str, str], folder: str, entry: str) 
     planned[folder] = entry
 
 
-def _seed_list(ctx: _Where, key: str, seeds) -> list[int]:
+def _seed_list(ctx: Where, key: str, seeds) -> list[int]:
     """``seeds = [...]`` of the experiment or of one run: a non-empty list of distinct seeds in range."""
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ctx.fail(key, f"expected a non-empty list of integers, got {seeds!r}")
@@ -348,7 +353,7 @@ def select_runs(exp: Experiment, only: list[str]) -> Experiment:
     return dataclasses.replace(exp, runs=[s for s in specs if s.name in only or base[s.name] in only])
 
 
-def _load_user_models(ctx: _Where, paths) -> None:
+def _load_user_models(ctx: Where, paths) -> None:
     """``[experiment] models = ["models/my_rnn.py", "more_models/"]``: model files or folders outside the
     package, imported (once) before the runs are read; relative paths are taken from the file's folder."""
     if paths is None:
@@ -359,11 +364,11 @@ def _load_user_models(ctx: _Where, paths) -> None:
     try:
         load_models(paths, base=ctx.path.parent, what="experiment.models")
     except PluginError as e:
-        line = _line_of(ctx.text, "experiment.models")
+        line = line_of(ctx.text, "experiment.models")
         raise PluginError(f"{ctx.path}{f':{line}' if line else ''}: {e}") from e.__cause__
 
 
-def _with_like(ctx: _Where, i: int, runs: list[dict], chain: tuple[int, ...] = ()) -> dict:
+def _with_like(ctx: Where, i: int, runs: list[dict], chain: tuple[int, ...] = ()) -> dict:
     """``like = "OTHER"`` in the i-th [[runs]] entry: start from the [[runs]] entry named OTHER (resolved
     the same way, so a chain works), all its keys and ``[runs.profiles.X]`` tables but those in
     ``NOT_INHERITED``, then apply this entry's own keys on top (tables merge key by key). A run that
@@ -392,7 +397,7 @@ def _with_like(ctx: _Where, i: int, runs: list[dict], chain: tuple[int, ...] = (
     return _merge(base, own)
 
 
-def _profile_chain(ctx: _Where, profiles: dict, profile: str) -> list[str]:
+def _profile_chain(ctx: Where, profiles: dict, profile: str) -> list[str]:
     """The profiles that ``--profile NAME`` applies, in order: the one NAME extends (``extends = "OTHER"``,
     itself possibly extending another) first, NAME last; so a long-budget profile states only what it
     changes in a small one."""
@@ -414,7 +419,7 @@ def _profile_chain(ctx: _Where, profiles: dict, profile: str) -> list[str]:
     return chain[::-1]
 
 
-def _with_run_profile(ctx: _Where, i: int, run: dict, profiles: dict, chain: list[str]) -> dict:
+def _with_run_profile(ctx: Where, i: int, run: dict, profiles: dict, chain: list[str]) -> dict:
     """A run's own profile overrides, ``[runs.profiles.NAME]`` after its ``[[runs]]`` header: applied on top
     of the run when ``--profile NAME`` is chosen (defaults <- [profiles.NAME] <- run <- run's profile), so
     runs that differ in size can each have their own small profile. A profile that extends another applies

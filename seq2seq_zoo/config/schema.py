@@ -58,18 +58,26 @@ class TrainConfig:
                                                   # greedy decodes of the validation set)
     average_last: int = 0                         # decode with the mean weights of the last N epochs' checkpoints
     val_max: int = 0                              # decode-based validation on the first N examples (0 = all)
-    rl_reward: str = "rouge1"                     # scst reward: a ROUGE F1 or a mix, "0.5*rouge1+0.5*rougeL"
-    rl_gamma: float = 0.9984                      # scst: loss = gamma * L_rl + (1 - gamma) * L_ce
-    rl_gamma_end: float | None = None             # scst: ramp gamma linearly to this over the run
-    rl_gamma_ramp: float = 1.0                    # scst: the fraction of the run the ramp takes; gamma then holds
-                                                  # at rl_gamma_end for the rest
-    rl_max_len: int = 48                          # scst: longest sampled / greedy sequence
-    rl_repetition_penalty: float = 0.0            # scst: reward -= this * repetition ratio of the sequence
-    rl_logp: str = "sum"                          # scst: log p(sample) summed over tokens (Paulus eq. 15) | mean
-    rl_ml_scale: str = "sequence"                 # scst: L_ml summed over tokens, mean over batch (Paulus eq. 14,
-                                                  # the scale of L_rl) | token: mean over target tokens
+
+    # SCST's options (train/objectives.py: SelfCritical.options, which declares each with its rule and
+    # words), under the keys spec.json and records store them as; experiment files set them as the table
+    # train.scst = { reward = ..., gamma = ... } (config/objective_tables.py) or, as before, train.rl_*
+    rl_reward: str = "rouge1"
+    rl_gamma: float = 0.9984
+    rl_gamma_end: float | None = None
+    rl_gamma_ramp: float = 1.0
+    rl_max_len: int = 48
+    rl_repetition_penalty: float = 0.0
+    rl_logp: str = "sum"
+    rl_ml_scale: str = "sequence"
+
     device: str = "auto"
     threads: int = 0                              # torch CPU threads (0 = torch's default)
+
+    def __post_init__(self):
+        # the options of an objective that have no stored field (a new objective's), as the objective's
+        # table by its name (not a field: spec.json and records hold a table only where given; train_dict)
+        self.objectives: dict[str, dict[str, Any]] = {}
 
 
 @dataclass
@@ -94,6 +102,11 @@ class DecodeConfig:
 
     def __post_init__(self):
         self.extra: dict[str, Any] = {}           # a user decoding rule's keys (not a field: see above)
+
+
+def train_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """Training settings as records hold them: the fields, and objectives' option tables where given."""
+    return {**asdict(cfg), **cfg.objectives}
 
 
 def decode_dict(cfg: DecodeConfig) -> dict[str, Any]:
@@ -185,8 +198,8 @@ RANGES = {
 
 # the rules above and below are keyed by a section field's name and apply to that section's field only
 # (a model option of the same name is checked by the model's own ``option_rules``; a decoding rule's
-# decode.* keys by the rule's own declarations; an objective's train.* settings, e.g. SCST's rl_*, by the
-# objective's ``option_rules``)
+# decode.* keys by the rule's own declarations; an objective's options, e.g. SCST's train.scst.* (stored as
+# train.rl_*), by the objective's ``options``)
 CHOICES = {
     "precision": ("auto", "fp32", "bf16", "fp16"),
     "optimizer": ("adam", "adamw"),

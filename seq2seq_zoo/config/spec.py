@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config.schema import SECTIONS, DataConfig, DecodeConfig, EvalConfig, TrainConfig, decode_dict, decode_with
+from seq2seq_zoo.config.schema import (SECTIONS, DataConfig, DecodeConfig, EvalConfig, TrainConfig, decode_dict, decode_with,
+                                       train_dict)
 from seq2seq_zoo.config.values import _build
 from seq2seq_zoo.names import run_group
 
@@ -38,8 +39,8 @@ class RunSpec:
         return {"experiment": self.experiment, "name": self.name, "seed": self.seed, "model": self.model,
                 "model_options": dict(self.model_options), "profile": self.profile,
                 "description": self.description, **({"same_as": self.same_as} if self.same_as else {}),
-                **{k: decode_dict(self.decode) if k == "decode" else dataclasses.asdict(getattr(self, k))
-                   for k in SECTIONS}}
+                **{k: decode_dict(self.decode) if k == "decode" else train_dict(self.train) if k == "train"
+                   else dataclasses.asdict(getattr(self, k)) for k in SECTIONS}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunSpec":

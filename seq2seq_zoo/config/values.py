@@ -11,9 +11,10 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from seq2seq_zoo.config.schema import CHOICES, RANGES, SECTIONS, SEED_MAX, SEEDS_MAX, DecodeConfig
+from seq2seq_zoo.config.schema import CHOICES, RANGES, SECTIONS, SEED_MAX, SEEDS_MAX, DecodeConfig, TrainConfig
 from seq2seq_zoo.config.toml_lines import _Where
-from seq2seq_zoo.registry import UnknownName, decoding_rule_keys, did_you_mean, objective_option_rules
+from seq2seq_zoo.registry import (UnknownName, decoding_rule_keys, did_you_mean, objective_options,
+                                  objective_stored_keys)
 
 
 def _type_ok(value, tp) -> bool:
@@ -51,11 +52,11 @@ def _check_value(ctx: _Where, key: str, value, section: str) -> None:
         return
     if leaf not in {f.name for f in dataclasses.fields(SECTIONS[section])}:
         return
-    owner = objective_option_rules().get(leaf) if section == "train" else None
-    if owner is not None:   # an objective's own setting (SCST's rl_*): the objective's rule
-        problem = owner(value)
-        if problem:   # a Rule says what the value must be; a plain check returns the whole message
-            raise ctx.fail(key, f"{value!r} {problem}" if hasattr(owner, "says") else problem)
+    owner = objective_stored_keys().get(leaf) if section == "train" else None
+    if owner is not None:   # an objective's option under its stored key (SCST's rl_*): the objective's rule
+        problem = owner[2].problem(value)
+        if problem:
+            raise ctx.fail(key, problem)
         return
     if leaf in RANGES and value is not None and isinstance(value, (int, float)):
         ok, desc = RANGES[leaf]
@@ -66,6 +67,29 @@ def _check_value(ctx: _Where, key: str, value, section: str) -> None:
         raise ctx.fail(key, f"{value!r} is not one of {', '.join(choices)}.{did_you_mean(value, choices)}")
     if leaf in CHOICES and value not in CHOICES[leaf]:
         raise ctx.fail(key, f"{value!r} is not one of {', '.join(CHOICES[leaf])}.{did_you_mean(value, CHOICES[leaf])}")
+
+
+def option_problem(opt, value) -> str | None:
+    """What is wrong with a value of an objective's option (an ``Option``): its type, a finite number, its
+    rule; None: nothing."""
+    if not _type_ok(value, opt.kind):
+        return f"expected {_type_name(opt.kind)}, got {type(value).__name__} {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    return opt.problem(value)
+
+
+def _objective_table(ctx: _Where, key: str, objective: str, options: dict, table) -> None:
+    """An objective's table as specs and records hold it (its options without a stored field)."""
+    if not isinstance(table, dict):
+        raise ctx.fail(key, f"must be a table of objective '{objective}''s options, not {type(table).__name__}")
+    for k, v in table.items():
+        if k not in options:
+            raise ctx.fail(f"{key}.{k}", f"unknown option of objective '{objective}'.{did_you_mean(k, options)} "
+                           f"Valid: {', '.join(options)}")
+        problem = option_problem(options[k], v)
+        if problem:
+            raise ctx.fail(f"{key}.{k}", problem)
 
 
 def declared(flag: str) -> list[str]:
@@ -105,9 +129,16 @@ def _build(cls, values: dict, prefix: str, ctx):
     extra = {k: object if key.default is None else type(key.default)
              for k, (_, key) in decoding_rule_keys().items() if k not in fields} \
         if cls is DecodeConfig else {}
+    # an objective's options without a stored field are its table, train.<objective> (config/objective_tables.py)
+    tables = {o: own for o, opts in objective_options().items()
+              if (own := {k: opt for k, opt in opts.items() if opt.stored is None}) and o not in fields} \
+        if cls is TrainConfig else {}
     for k, v in values.items():
+        if k in tables:
+            _objective_table(ctx, f"{prefix}.{k}", k, tables[k], v)
+            continue
         if k not in fields and k not in extra:
-            valid = [*fields, *extra]
+            valid = [*fields, *extra, *tables]
             raise ctx.fail(f"{prefix}.{k}", f"unknown key in [{prefix}].{did_you_mean(k, valid)} "
                            f"Valid keys: {', '.join(valid)}")
         tp = hints[k] if k in fields else (float if extra[k] is float else extra[k])
@@ -117,6 +148,8 @@ def _build(cls, values: dict, prefix: str, ctx):
     out = cls(**copy.deepcopy({k: v for k, v in values.items() if k in fields}))
     if extra:
         out.extra = copy.deepcopy({k: v for k, v in values.items() if k in extra})
+    if tables:
+        out.objectives = copy.deepcopy({k: v for k, v in values.items() if k in tables})
     return out
 
 

@@ -4,7 +4,7 @@ A metric is a registered callable ``(predictions, references, *, per_example=Non
 (scores, settings)``. Its ``Column`` declarations say what each score key is: its label in the tables,
 whether a per-example value exists (``<run>/scores.jsonl``, so CIs and declared findings can use it),
 whether higher is better, whether the table gives it a 95% CI, and whether it can pick the best
-checkpoint (``train.val_metric``) or be an SCST reward term (``rl_reward``). The tables, CIs, findings,
+checkpoint (``train.val_metric``) or be an SCST reward term (``train.scst.reward``). The tables, CIs, findings,
 validation selection and rewards read these declarations, so a metric in a user file (``--models PATH``)
 is shown and usable like the built-in ones::
 

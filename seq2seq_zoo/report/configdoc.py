@@ -129,11 +129,6 @@ def _allowed(key: str, registries: dict[str, list[str]], section: str | None = N
         parts.append("one of " + ", ".join(f"`{c}`" for c in choices[key]))
     if key in registries:
         parts.append("registered: " + ", ".join(f"`{c}`" for c in registries[key]))
-    rule = _objective_rules().get(key)
-    if rule is not None and getattr(rule, "choices", ()):   # an objective's own setting (SCST's rl_*)
-        parts.append("one of " + ", ".join(f"`{c}`" for c in rule.choices))
-    elif rule is not None and getattr(rule, "says", None):
-        parts.append(rule.says)
     if key == "val_metric":   # the package's metrics' columns declared val_metric=True
         from seq2seq_zoo.registry import metric_columns
         own = [c.key for c in metric_columns("val_metric") if _own_metric_column(c)]
@@ -142,9 +137,35 @@ def _allowed(key: str, registries: dict[str, list[str]], section: str | None = N
     return "; ".join(parts)
 
 
-def _objective_rules() -> dict:
-    from seq2seq_zoo.registry import objective_option_rules
-    return objective_option_rules()
+def _option_allowed(opt) -> str:
+    """What an objective's option (an ``Option`` of ``Objective.options``) allows, from its rule."""
+    rule = opt.rule
+    if rule is not None and getattr(rule, "choices", ()):
+        return "one of " + ", ".join(f"`{c}`" for c in rule.choices)
+    return getattr(rule, "says", "") or ""
+
+
+def _objective_lines(objectives: list[str]) -> list[str]:
+    """The options each of the suite's objectives declares, as the table ``train.<objective>`` and under the
+    ``train.*`` key records store it as."""
+    from seq2seq_zoo.registry import objective_options
+    lines = ["", "## Objective options (`train.<objective>.*`)", "",
+             "An objective's options are its own table under `train`, e.g. `train.scst = { reward = \"rouge1\", "
+             "gamma = 0.9 }` or a `[defaults.train.scst]` table, checked against the objective's declarations "
+             "(`options` in `seq2seq_zoo/train/objectives.py`); they apply when `train.objective` names it. Run "
+             "specs and records keep each option under its stored `train.*` key (SCST's `train.rl_*`, the "
+             "spelling of the files and records made before the tables), which a file may still use; an option "
+             "without one is kept in the objective's table, where given.", ""]
+    for name, options in objective_options().items():
+        if name not in objectives:
+            continue
+        lines += [f"### `{name}`", "", "| key | type | default | allowed | stored as | meaning |",
+                  "|---|---|---|---|---|---|"]
+        for k, opt in options.items():
+            stored = f"`train.{opt.stored}`" if opt.stored else f"`train.{name}.{k}`"
+            lines.append(f"| `train.{name}.{k}` | {_cell(_type(opt.kind))} | `{_cell(_toml(opt.default))}` | "
+                         f"{_cell(_option_allowed(opt))} | {stored} | {_cell(opt.doc)} |")
+    return lines
 
 
 def _own_metric_column(column) -> bool:
@@ -159,7 +180,8 @@ def _own(registry) -> list[str]:
 
 
 def generate() -> str:
-    from seq2seq_zoo.registry import DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, model_options
+    from seq2seq_zoo.registry import DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, model_options, objective_stored_keys
+    stored = set(objective_stored_keys())
     registries = {"dataset": _own(DATASETS), "metrics": _own(METRICS), "objective": _own(OBJECTIVES),
                   "schedule": _own(SCHEDULES)}
     lines = [
@@ -190,6 +212,8 @@ def generate() -> str:
         comments = field_comments(cls)
         lines += ["", f"## `{sec}.*`", "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
         for f in dataclasses.fields(cls):
+            if sec == "train" and f.name in stored:   # an objective's option: its own table below
+                continue
             lines.append(f"| `{sec}.{f.name}` | {_cell(_type(hints[f.name]))} | `{_cell(_toml(_default(f)))}` | "
                          f"{_cell(_allowed(f.name, registries, sec))} | {_cell(comments.get(f.name, ''))} |")
         if sec == "decode":   # the package's decoding rules' keys that records hold only where given
@@ -199,6 +223,8 @@ def generate() -> str:
                 if k not in names and rule.__module__.startswith("seq2seq_zoo."):
                     lines.append(f"| `{sec}.{k}` | {type(decl.default).__name__} | `{_cell(_toml(decl.default))}` | "
                                  f"{_cell(_allowed(k, registries, sec))} | {_cell(decl.doc)} |")
+        if sec == "train":
+            lines += _objective_lines(registries["objective"])
     lines += ["", "## Model options", "",
               "A run's model options are top-level keys of the run (e.g. `d_model = 256`); `vocab_size`, "
               "`max_src_len`, `max_tgt_len` and `pretrained_embeddings` come from the data and are not set "

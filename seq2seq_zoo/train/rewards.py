@@ -19,7 +19,7 @@ from seq2seq_zoo.metrics import repetition_ratio, sentence_scorer, words
 
 
 def reward_problem(spec) -> str | None:
-    """What is wrong with a reward spec (``train.rl_reward``), or None."""
+    """What is wrong with a reward spec (``train.scst.reward``), or None."""
     try:
         parse_reward(spec, declared("reward"))
     except ValueError as e:

@@ -56,7 +56,7 @@ def validation_score(model, data: Sequence[Encoded], vocab, cfg: TrainConfig, de
 
 
 def _decode_len(data: Sequence[Encoded], cfg: TrainConfig) -> int:
-    """``cfg.rl_max_len``, but no longer than the longest target of ``data`` (the data's max_tgt_len cut
+    """``cfg.rl_max_len`` (``train.scst.max_len`` in files), but no longer than the longest target of ``data`` (the data's max_tgt_len cut
     bounds it, and a Transformer's decoder positions end there)."""
     longest = max((len(e.tgt) + 1 for e in data), default=cfg.rl_max_len)  # + EOS
     return max(1, min(cfg.rl_max_len, longest))

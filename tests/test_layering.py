@@ -39,14 +39,12 @@ LAZY_UPWARD = {
 }
 
 # underscore names that modules other than their own still import: config/values.py's checks and builders,
-# which the other config modules and inference share; Where's former name, which values.py imports; and
-# the line of a key and the [[decode]] variants, which config/load.py takes from toml_lines and decoding
+# which the other config modules and inference share, and Where's former name, which values.py imports
 SHARED_PRIVATE = {
     "seq2seq_zoo.config.values._build", "seq2seq_zoo.config.values._check_name",
     "seq2seq_zoo.config.values._check_seeds", "seq2seq_zoo.config.values._merge",
     "seq2seq_zoo.config.values._type_name", "seq2seq_zoo.config.values._type_ok",
     "seq2seq_zoo.config.toml_lines._Where",
-    "seq2seq_zoo.config.toml_lines._line_of", "seq2seq_zoo.config.decoding._decode_variants",
 }
 
 

@@ -83,9 +83,6 @@ def decode_variants(ctx: Where, entries: list, specs: list[RunSpec], profiles: t
     return out
 
 
-_decode_variants = decode_variants   # its former name, which config/load.py still imports
-
-
 def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]:
     """``beam_size=8,length_penalty=1.0,method=greedy`` -> checked decode.* overrides (values are TOML
     values; a bare word is a string)."""

@@ -111,7 +111,7 @@ class Where:
                 f"\"{self.runs[first]['like']}\"; set it in this run to override)")
 
 
-_Where, _line_of = Where, line_of   # their former names, which some config modules still import
+_Where = Where   # its former name, which config/values.py still imports
 
 
 def _one_line(text: str) -> str:

@@ -218,6 +218,29 @@ def model_option_rules(name: str) -> dict[str, Callable[[Any], str | None]]:
     return out
 
 
+def reader_options(dataset: str) -> dict[str, tuple[Any, Any]]:
+    """The options of a dataset's reader: {name: (default, type hint)} from its keyword-only arguments."""
+    import typing
+    reader = DATASETS.get(dataset)
+    hints = typing.get_type_hints(reader)
+    return {n: (p.default, hints.get(n, Any)) for n, p in inspect.signature(reader).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def check_reader_options(dataset: str, options: dict) -> tuple[str, str] | None:
+    """Names and reader-specific rules of ``data.options`` (types are checked by config against the
+    hints of :func:`reader_options`): ``(key, message)`` for the first problem, or None."""
+    known = reader_options(dataset)
+    for k in options:
+        if k not in known:
+            if not known:
+                return k, f"dataset '{dataset}' takes no options (remove data.options)"
+            return k, (f"dataset '{dataset}' has no option '{k}'.{did_you_mean(k, known)} "
+                       f"Options: {', '.join(known)}")
+    check = getattr(DATASETS.get(dataset), "check_options", None)
+    return check(options) if check else None
+
+
 # ------------------------------------------------------------------ models from outside the package
 _LOADED: dict[str, str] = {}   # resolved path -> module name, so a path named twice is imported once
 

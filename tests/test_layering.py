@@ -33,7 +33,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 # imports inside a function that reach a higher layer: the checks that need a registry's entries
 LAZY_UPWARD = {
     ("seq2seq_zoo", "seq2seq_zoo.inference"),              # `from seq2seq_zoo import Summarizer`, on first use
-    ("seq2seq_zoo.config.load", "seq2seq_zoo.data.corpora"),   # a reader's options checked by the reader
     ("seq2seq_zoo.config.load", "seq2seq_zoo.data.text"),      # data.turn_separator: one token to the tokenizer
     ("seq2seq_zoo.config.load", "seq2seq_zoo.models.base"),    # the meta-device build of each run's model
 }

@@ -184,13 +184,13 @@ def test_cnn_see_keeps_cnn_by_source_field_first_k_highlights(tmp_path):
 
 
 def test_cnn_see_is_not_the_raw_text_reader_and_bad_files_are_named(tmp_path):
-    from seq2seq_zoo.data.corpora import check_options
+    from seq2seq_zoo.registry import check_reader_options
     root = write_see(tmp_path)
     with pytest.raises(DataError, match="cnn_dailymail.train"):          # the raw-text files are not read
         load_split("cnn_dailymail", root, "train")
-    assert check_options("cnn_dailymail_see", {"source": "bbc"})[0] == "source"
-    assert check_options("cnn_dailymail_see", {"max_highlights": -1})[0] == "max_highlights"
-    assert check_options("cnn_dailymail_see", {"cnn_only": True})[0] == "cnn_only"
+    assert check_reader_options("cnn_dailymail_see", {"source": "bbc"})[0] == "source"
+    assert check_reader_options("cnn_dailymail_see", {"max_highlights": -1})[0] == "max_highlights"
+    assert check_reader_options("cnn_dailymail_see", {"cnn_only": True})[0] == "cnn_only"
     p = root / "cnn_dailymail_see" / "validation.jsonl.gz"
     p.write_bytes(b"not gzip")
     with pytest.raises(DataError, match=r"validation.jsonl.gz: not a readable gzip file"):
@@ -331,6 +331,6 @@ def test_inshorts_text_to_headline_same_draw_as_ctext(tmp_path):
     full = sum(len(load_split("inshorts", root, s, options={"source": "text", "target": "headlines"}))
                for s in ("train", "validation", "test"))
     assert full == 40                                             # empty ctext does not matter here
-    from seq2seq_zoo.data.corpora import check_options
-    assert check_options("inshorts", {"source": "headlines"})[0] == "source"
-    assert check_options("inshorts", {"source": "text", "target": "text"})[0] == "target"
+    from seq2seq_zoo.registry import check_reader_options
+    assert check_reader_options("inshorts", {"source": "headlines"})[0] == "source"
+    assert check_reader_options("inshorts", {"source": "text", "target": "text"})[0] == "target"

@@ -24,9 +24,8 @@ def cmd_data(args) -> int:
 def _data_info(args) -> int:
     """zoo data info NAME|EXPERIMENT: where the data was found, files, split sizes, fields, split draw."""
     from seq2seq_zoo.config.toml_lines import parse_value
-    from seq2seq_zoo.data.corpora import (ReadStats, check_options, describe_source, load_split, reader_options,
-                                          resolve_data_dir, uses_data_dir)
-    from seq2seq_zoo.registry import DATASETS
+    from seq2seq_zoo.data.corpora import ReadStats, describe_source, load_split, resolve_data_dir, uses_data_dir
+    from seq2seq_zoo.registry import DATASETS, check_reader_options, reader_options
     name, options, on_bad, config_dir = args.name, {}, "skip_empty", None
     if args.data_dir:
         checked_path(args.data_dir, "dir", "--data-dir (the folder containing <dataset>/)")
@@ -42,7 +41,7 @@ def _data_info(args) -> int:
         k, v = (x.strip() for x in item.split("=", 1))
         options[k] = parse_value(v)
     from seq2seq_zoo.config import option_type_problem
-    bad = option_type_problem(name, options) or check_options(name, options)
+    bad = option_type_problem(name, options) or check_reader_options(name, options)
     if bad:
         raise UserError(f"data option '{bad[0]}': {bad[1]} (options of '{name}': "
                         f"{', '.join(reader_options(name)) or 'none'}; give them with --option KEY=VALUE or name "

@@ -13,7 +13,7 @@ def cmd_list(args) -> int:
         for n in reg.names(args.pattern):
             print(f"  {n:<20} {reg.doc(n)}")
             if kind == "datasets":  # data.options of the reader, with defaults
-                from seq2seq_zoo.data.corpora import reader_options
+                from seq2seq_zoo.registry import reader_options
                 opts = reader_options(n)
                 if opts:
                     print(f"  {'':<20} options: " + ", ".join(f"{k}={d!r}" for k, (d, _) in opts.items()))

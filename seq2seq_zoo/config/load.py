@@ -31,8 +31,8 @@ from seq2seq_zoo.config.toml_lines import Where, line_of, parse_toml
 from seq2seq_zoo.config.values import _build, _check_name, _check_seeds, _merge, _type_name, _type_ok
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
-from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, did_you_mean, load_models,
-                                  model_option_rules, model_options)
+from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, check_reader_options,
+                                  did_you_mean, load_models, model_option_rules, model_options, reader_options)
 
 
 def settings(spec: RunSpec) -> dict[str, Any]:
@@ -149,7 +149,6 @@ def _check_model_option(ctx: Where, key: str, model: str, option: str, value) ->
 def _check_data_options(ctx, label: str, data: DataConfig) -> None:
     """``data.options``: the reader's keyword arguments, checked by name (did-you-mean), by type against
     the reader's hints, then by the reader's own rules (files that exist, fractions that sum to 1)."""
-    from seq2seq_zoo.data.corpora import check_options, reader_options
 
     def fail(k: str, msg: str) -> ConfigError:
         inline = re.search(rf"[{{,][ \t]*{re.escape(k)}[ \t]*=", ctx.text)  # data.options = {{ k = ... }}
@@ -161,7 +160,7 @@ def _check_data_options(ctx, label: str, data: DataConfig) -> None:
     for k, v in data.options.items():
         if k in known and not _type_ok(v, known[k][1]):
             raise fail(k, f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
-    bad = check_options(data.dataset, data.options)
+    bad = check_reader_options(data.dataset, data.options)
     if bad:
         raise fail(*bad)
 
@@ -169,7 +168,6 @@ def _check_data_options(ctx, label: str, data: DataConfig) -> None:
 def option_type_problem(dataset: str, options: dict) -> tuple[str, str] | None:
     """``(key, message)`` for the first data option whose value has another type than the reader takes (the
     check an experiment file's ``data.options`` gets; ``zoo data info --option`` uses it too), or None."""
-    from seq2seq_zoo.data.corpora import reader_options
     known = reader_options(dataset)
     for k, v in options.items():
         if k in known and not _type_ok(v, known[k][1]):

@@ -16,12 +16,10 @@ import codecs
 import copy
 import csv
 import gzip
-import inspect
 import io
 import json
 import os
 import time
-import typing
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,29 +310,6 @@ def note_file(stats: ReadStats, path, fields: dict | None = None) -> None:
         stats.notes["files"].append(str(path))
     if fields is not None:
         stats.notes["fields"] = fields
-
-
-def reader_options(dataset: str) -> dict[str, tuple[typing.Any, typing.Any]]:
-    """The options of a dataset's reader: {name: (default, type hint)} from its keyword-only arguments."""
-    reader = DATASETS.get(dataset)
-    hints = typing.get_type_hints(reader)
-    return {n: (p.default, hints.get(n, typing.Any)) for n, p in inspect.signature(reader).parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY}
-
-
-def check_options(dataset: str, options: dict) -> tuple[str, str] | None:
-    """Names and reader-specific rules of ``data.options`` (types are checked by config against the
-    hints of :func:`reader_options`): ``(key, message)`` for the first problem, or None."""
-    from seq2seq_zoo.registry import did_you_mean
-    known = reader_options(dataset)
-    for k in options:
-        if k not in known:
-            if not known:
-                return k, f"dataset '{dataset}' takes no options (remove data.options)"
-            return k, (f"dataset '{dataset}' has no option '{k}'.{did_you_mean(k, known)} "
-                       f"Options: {', '.join(known)}")
-    check = getattr(DATASETS.get(dataset), "check_options", None)
-    return check(options) if check else None
 
 
 def uses_data_dir(dataset: str, options: dict) -> bool:

@@ -242,7 +242,7 @@ def generate() -> str:
     lines += ["## Reader options (`data.options`)", "",
               "Each dataset reader's keyword arguments; see [data.md](data.md) for what they do.", "",
               "| dataset | options (type, default) |", "|---|---|"]
-    from seq2seq_zoo.data.corpora import reader_options
+    from seq2seq_zoo.registry import reader_options
     for name in _own(DATASETS):
         opts = [f"`{k}` ({_cell(_type(tp))}, {_toml(None if d is inspect.Parameter.empty else d)})"
                 for k, (d, tp) in reader_options(name).items() if k not in SET_BY_SUITE]

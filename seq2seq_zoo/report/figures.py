@@ -19,8 +19,9 @@ to the results folder). A figure that is not from these records (a published num
 left no record) is written ``<!-- q: SOURCE -->TEXT<!-- /q -->`` so a reader (and the check that no
 figure goes unmarked, tests/test_figures.py) sees where it comes from.
 
-docs/experiments.md also holds a generated table between ``<!-- board:start -->`` and ``<!-- board:end -->``
-from ``results/leaderboard.json`` (left as it is when that file is absent).
+docs/experiments.md also holds generated tables between ``<!-- board:start -->`` and ``<!-- board:end -->``
+(the chosen rows) and ``<!-- targets:start -->`` and ``<!-- targets:end -->`` (each dataset's target,
+``report/targets.py``), from ``results/leaderboard.json`` (left as they are when that file is absent).
 
 The file is rewritten (atomically) only when a figure changed, so rebuilding unchanged records leaves the
 checkout untouched. The values are read back from the generated files rather than recomputed: the note
@@ -38,11 +39,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from seq2seq_zoo.errors import FigureError  # noqa: F401 (raised here; re-exported)
+from seq2seq_zoo.report.targets import targets_markdown
 from seq2seq_zoo.utils import atomic_write_text
 
 MARKER = re.compile(r"<!-- fig: (?P<spec>.*?) -->(?P<body>.*?)<!-- /fig -->")
 QUOTED = re.compile(r"<!-- q: (?P<source>.*?) -->(?P<body>.*?)<!-- /q -->", re.S)
 BOARD = re.compile(r"(<!-- board:start -->\n)(?P<body>.*?)(<!-- board:end -->)", re.S)
+TARGETS = re.compile(r"(<!-- targets:start -->\n)(?P<body>.*?)(<!-- targets:end -->)", re.S)
 GROUP_FORMS = ("full", "mean", "sd", "ms", "ci", "seeds", "cell")
 CLAIM_FIELDS = ("full", "verdict", "p", "diff", "ci", "means", "seeds", "perm_p", "pooled_p")
 CELL = re.compile(r"^(?P<mean>-?[\d.]+)(?: ± (?P<sd>[\d.]+))?(?: (?P<ci>\[-?[\d.]+, -?[\d.]+\]))?$")
@@ -244,7 +247,11 @@ def fill_docs(root: Path, docs: Path, warn=None) -> bool:
     def extra(text):
         if board is None:
             return text
-        return BOARD.sub(lambda m: m.group(1) + board_markdown(board, root) + m.group(3), text)
+        text = BOARD.sub(lambda m: m.group(1) + board_markdown(board, root) + m.group(3), text)
+        if "targets" not in board:
+            return text
+        table = targets_markdown(board["targets"], "../results/") + "\n"
+        return TARGETS.sub(lambda m: m.group(1) + table + m.group(3), text)
     problems: list[str] = []
     changed = fill_file(docs, Path(root), problems, extra)
     for p in problems:
@@ -256,7 +263,7 @@ def fill_docs(root: Path, docs: Path, warn=None) -> bool:
 def without_markers(text: str) -> str:
     """``text`` with every generated figure and every quoted (``q``) figure blanked out, lines kept."""
     blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
-    return QUOTED.sub(blank, MARKER.sub(blank, BOARD.sub(blank, text)))
+    return QUOTED.sub(blank, MARKER.sub(blank, TARGETS.sub(blank, BOARD.sub(blank, text))))
 
 
 def unmarked(text: str, runs: set[str] | None = None) -> list[tuple[int, str]]:

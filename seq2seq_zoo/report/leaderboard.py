@@ -27,6 +27,7 @@ from seq2seq_zoo.report.comparators import DATASET_NAMES, FAMILIES, PUBLISHED  #
 from seq2seq_zoo.report.extras import with_decodes
 from seq2seq_zoo.report.scope import tracked_filter
 from seq2seq_zoo.report.tables import convergence
+from seq2seq_zoo.report.targets import target_rows, targets_markdown
 from seq2seq_zoo.results import read_record
 from seq2seq_zoo.utils import DamagedFile, atomic_write_text, dumps_json
 
@@ -286,7 +287,9 @@ def leaderboard_markdown(entries: list[Entry], rows: list[dict] | None = None) -
            "[FINDINGS.md](FINDINGS.md) gives the seed-level tests). *below LEAD*: the run does not beat that row; "
            "*not converged*: the epoch cap ended training while validation loss was still falling. Folders "
            "differ in profile (model size and data), so compare rows within a folder first. Superseded results "
-           "(`archive/`) are not listed.", ""]
+           "(`archive/`) are not listed.", "", "## Targets", "",
+           "Each dataset's target, judged on the row chosen on validation for the family it names "
+           "(`seq2seq_zoo/report/targets.py`):", "", targets_markdown(target_rows(rows)), ""]
     for d in _dataset_order(entries):
         es = [e for e in entries if e.dataset == d]
         out += [f"## {DATASET_NAMES.get(d, d)}", ""]
@@ -462,7 +465,8 @@ def write_leaderboard(root: str | Path, readme: str | Path | None = None) -> lis
     rows = choose_rows(entries, root)
     written = []
     for out, text in ((root / LEADERBOARD_JSON, dumps_json({"metric": "rouge1", "min_seeds": selection.MIN_SEEDS,
-                                                            "bases": selection.BASIS_TEXT, "rows": rows}) + "\n"),
+                                                            "bases": selection.BASIS_TEXT, "rows": rows,
+                                                            "targets": target_rows(rows)}) + "\n"),
                       (root / LEADERBOARD, leaderboard_markdown(entries, rows))):
         if not out.is_file() or out.read_text(encoding="utf-8") != text:
             atomic_write_text(out, text)

@@ -150,12 +150,12 @@ class Summarizer:
         "int8"`` with ``int8``), checked by the experiment file's rules (types, ranges, at most the longest
         target the model is built for) before any work."""
         from seq2seq_zoo.config.schema import DecodeConfig, decode_too_long, decode_with
-        from seq2seq_zoo.config.values import _build
+        from seq2seq_zoo.config.values import build_section
         from seq2seq_zoo.errors import ConfigError
         over = {k: v for k, v in {"beam_size": beam_size, "max_len": max_len}.items() if v is not None}
         if int8:
             over["precision"] = "int8"
-        _build(DecodeConfig, over, "decode", "<arguments>")
+        build_section(DecodeConfig, over, "decode", "<arguments>")
         cfg = decode_with(self.spec.decode, over)
         too_long = decode_too_long(cfg, self.spec.data)
         if too_long:

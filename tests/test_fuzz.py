@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seq2seq_zoo.config import SECTIONS, ConfigError, Experiment, RunSpec, load_experiment
-from seq2seq_zoo.config.values import _type_ok
+from seq2seq_zoo.config.values import type_ok
 from seq2seq_zoo.data.batching import bucket_batches, collate, encode_examples
 from seq2seq_zoo.data.corpora import DataError, Example, ReadStats, load_split
 from seq2seq_zoo.data.text import TextConfig, detokenize, normalise, tokenize
@@ -102,7 +102,7 @@ def _assert_valid(exp) -> None:
             obj = getattr(spec, sec)
             for f in dataclasses.fields(cls):
                 v = getattr(obj, f.name)
-                assert _type_ok(v, hints[f.name]), (sec, f.name, v)
+                assert type_ok(v, hints[f.name]), (sec, f.name, v)
                 if isinstance(v, float):
                     assert math.isfinite(v), (sec, f.name, v)
 

@@ -37,14 +37,8 @@ LAZY_UPWARD = {
     ("seq2seq_zoo.config.load", "seq2seq_zoo.models.base"),    # the meta-device build of each run's model
 }
 
-# underscore names that modules other than their own still import: config/values.py's checks and builders,
-# which the other config modules and inference share, and Where's former name, which values.py imports
-SHARED_PRIVATE = {
-    "seq2seq_zoo.config.values._build", "seq2seq_zoo.config.values._check_name",
-    "seq2seq_zoo.config.values._check_seeds", "seq2seq_zoo.config.values._merge",
-    "seq2seq_zoo.config.values._type_name", "seq2seq_zoo.config.values._type_ok",
-    "seq2seq_zoo.config.toml_lines._Where",
-}
+# underscore names that modules other than their own still import (none: a shared name is public)
+SHARED_PRIVATE: set[str] = set()
 
 
 def layer_of(module: str) -> int:

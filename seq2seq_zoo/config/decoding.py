@@ -9,7 +9,7 @@ from typing import Any
 from seq2seq_zoo.config.schema import DEFAULT_DECODE_NAME, DecodeConfig, decode_too_long, decode_with
 from seq2seq_zoo.config.spec import DecodeVariant, RunSpec
 from seq2seq_zoo.config.toml_lines import Where, parse_value
-from seq2seq_zoo.config.values import _build
+from seq2seq_zoo.config.values import build_section
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import did_you_mean
@@ -73,7 +73,7 @@ def decode_variants(ctx: Where, entries: list, specs: list[RunSpec], profiles: t
         if not over:
             raise ctx.fail(label, f"[[decode]] '{name}' changes nothing; give decode keys "
                            f"({', '.join(f.name for f in dataclasses.fields(DecodeConfig))})")
-        _build(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
+        build_section(DecodeConfig, over, label, ctx)  # unknown keys, types, ranges, choices
         for spec in (s for s in specs if runs is None or s.group in runs):
             too_long = decode_too_long(decode_with(spec.decode, over), spec.data)
             if too_long:
@@ -97,7 +97,7 @@ def parse_decode_overrides(text: str, where: str = "--decode") -> dict[str, Any]
     if not over:
         raise ConfigError(f"{where}: no decode settings given (e.g. beam_size=8,length_penalty=1.0)")
     ctx = Where(Path(where), "")
-    _build(DecodeConfig, over, "decode", ctx)
+    build_section(DecodeConfig, over, "decode", ctx)
     return over
 
 

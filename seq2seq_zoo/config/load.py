@@ -28,7 +28,7 @@ from seq2seq_zoo.config.schema import (EXPERIMENT_KEYS, NOT_INHERITED, RUN_KEYS,
                                        DataConfig, decode_too_long)
 from seq2seq_zoo.config.spec import Experiment, RunSpec
 from seq2seq_zoo.config.toml_lines import Where, line_of, parse_toml
-from seq2seq_zoo.config.values import _build, _check_name, _check_seeds, _merge, _type_name, _type_ok
+from seq2seq_zoo.config.values import build_section, check_name, check_seeds, merge_layers, type_name, type_ok
 from seq2seq_zoo.errors import ConfigError
 from seq2seq_zoo.names import NAME_RULE, name_problem
 from seq2seq_zoo.registry import (DATASETS, METRICS, MODELS, OBJECTIVES, SCHEDULES, check_reader_options,
@@ -89,7 +89,7 @@ def _spec_from(ctx: Where, exp_name: str, run: dict, seed: int, profile, data_di
     model = run.pop("model", None)
     if model is None:
         raise ctx.fail(f"{label}.model", "no model given (set model = \"...\" in [defaults] or the run)")
-    _check_name(ctx, f"{label}.model", MODELS, model)
+    check_name(ctx, f"{label}.model", MODELS, model)
     name = run.pop("name")
     run.pop("seed", None)
     run.pop("seeds", None)
@@ -109,10 +109,10 @@ def _spec_from(ctx: Where, exp_name: str, run: dict, seed: int, profile, data_di
                     hint = f" '{k}' belongs in the [{sec}] section (write {sec}.{k} = ...)."
             raise ctx.fail(f"{label}.{k}", f"unknown key: model '{model}' has no option '{k}'.{hint}")
         default = opts_known[k]
-        if default is not None and v is not None and not _type_ok(v, type(default)):
+        if default is not None and v is not None and not type_ok(v, type(default)):
             raise ctx.fail(f"{label}.{k}", f"expected {type(default).__name__}, got {type(v).__name__} {v!r}")
         _check_model_option(ctx, f"{label}.{k}", model, k, v)
-    built = {k: _build(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
+    built = {k: build_section(c, sections[k], f"{label}.{k}", ctx) for k, c in SECTIONS.items()}
     if built["train"].batch_size == 0 and built["train"].max_tokens is None:
         raise ctx.fail(f"{label}.train.batch_size", "0 means batches by padded tokens alone; set train.max_tokens "
                        "too (e.g. 8192), or give a number of examples")
@@ -121,16 +121,16 @@ def _spec_from(ctx: Where, exp_name: str, run: dict, seed: int, profile, data_di
     too_long = decode_too_long(built["decode"], built["data"])
     if too_long and _trainable(ctx, 0, model):  # a baseline does not decode
         raise ctx.fail(f"{label}.decode.max_len", too_long)
-    _check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
+    check_name(ctx, f"{label}.data.dataset", DATASETS, built["data"].dataset)
     _check_data_options(ctx, f"{label}.data.options", built["data"])
     from seq2seq_zoo.data.text import separator_problem
     sep_problem = separator_problem(built["data"].turn_separator)
     if sep_problem:
         raise ctx.fail(f"{label}.data.turn_separator", sep_problem)
-    _check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
-    _check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
+    check_name(ctx, f"{label}.train.schedule", SCHEDULES, built["train"].schedule)
+    check_name(ctx, f"{label}.train.objective", OBJECTIVES, built["train"].objective)
     for m in built["eval"].metrics:
-        _check_name(ctx, f"{label}.eval.metrics", METRICS, m)
+        check_name(ctx, f"{label}.eval.metrics", METRICS, m)
     _try_build(ctx, label, model, run, built["data"])
     return RunSpec(experiment=exp_name, name=name, seed=seed, model=model, model_options=run,
                    profile=profile, data_dir=data_dir, description=desc, same_as=same_as, **built)
@@ -158,8 +158,8 @@ def _check_data_options(ctx, label: str, data: DataConfig) -> None:
 
     known = reader_options(data.dataset)
     for k, v in data.options.items():
-        if k in known and not _type_ok(v, known[k][1]):
-            raise fail(k, f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}")
+        if k in known and not type_ok(v, known[k][1]):
+            raise fail(k, f"expected {type_name(known[k][1])}, got {type(v).__name__} {v!r}")
     bad = check_reader_options(data.dataset, data.options)
     if bad:
         raise fail(*bad)
@@ -170,8 +170,8 @@ def option_type_problem(dataset: str, options: dict) -> tuple[str, str] | None:
     check an experiment file's ``data.options`` gets; ``zoo data info --option`` uses it too), or None."""
     known = reader_options(dataset)
     for k, v in options.items():
-        if k in known and not _type_ok(v, known[k][1]):
-            return k, f"expected {_type_name(known[k][1])}, got {type(v).__name__} {v!r}"
+        if k in known and not type_ok(v, known[k][1]):
+            return k, f"expected {type_name(known[k][1])}, got {type(v).__name__} {v!r}"
     return None
 
 
@@ -243,16 +243,16 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
     defaults = dict(raw.get("defaults", {}))
     # experiment-level shortcuts
     if "dataset" in exp:
-        defaults = _merge(defaults, {"data": {"dataset": exp["dataset"]}})
+        defaults = merge_layers(defaults, {"data": {"dataset": exp["dataset"]}})
     if "metrics" in exp:
-        defaults = _merge(defaults, {"eval": {"metrics": exp["metrics"]}})
+        defaults = merge_layers(defaults, {"eval": {"metrics": exp["metrics"]}})
     profiles = raw.get("profiles", {})
     if profile is not None:
         if profile not in profiles:
             raise ConfigError(f"{path}: no profile '{profile}'.{did_you_mean(profile, profiles)} "
                               f"Profiles in this file: {', '.join(profiles) or 'none'}")
         for pname in chains[profile]:
-            defaults = _merge(defaults, {k: v for k, v in profiles[pname].items() if k != "extends"})
+            defaults = merge_layers(defaults, {k: v for k, v in profiles[pname].items() if k != "extends"})
     runs = raw.get("runs") or [{"name": name}]
     if not isinstance(runs, list):
         raise ctx.fail("runs", "must be an array of tables ([[runs]])")
@@ -272,7 +272,7 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
         if "seed" in run and "seeds" in run:
             raise ctx.fail(f"runs[{i}].seeds", "give seed (one seed) or seeds (a list), not both")
         if "seed" in run:
-            _check_seeds(ctx, f"runs[{i}].seed", [run["seed"]])
+            check_seeds(ctx, f"runs[{i}].seed", [run["seed"]])
         if "seeds" in run:
             _seed_list(ctx, f"runs[{i}].seeds", run["seeds"])
     ctx.runs = runs
@@ -287,15 +287,15 @@ def load_experiment(path: str | Path, profile: str | None = None, only: list[str
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{run['name']}'; run names must be unique")
             seen.add(run["name"])
             _plan_folder(ctx, planned, run["name"], f"runs[{i}]")
-            merged = _merge({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
+            merged = merge_layers({k: defaults[k] for k in ("data", "eval") if k in defaults}, run)
             merged.setdefault("description", exp.get("description", ""))
             seed = run.get("seed", run.get("seeds", seeds)[0])
             specs.append(_spec_from(ctx, name, merged, seed, profile, exp.get("data_dir"), f"runs[{i}]"))
             groups.append(run["name"])
             continue
         for combo in combos:
-            merged = _merge(defaults, run)
-            merged = _merge(merged, stored_layer(ctx, _unflatten(combo), "grid"))
+            merged = merge_layers(defaults, run)
+            merged = merge_layers(merged, stored_layer(ctx, _unflatten(combo), "grid"))
             rname = run["name"] + "".join(f"-{k.split('.')[-1]}{v}" for k, v in combo.items())
             if rname in seen:
                 raise ctx.fail(f"runs[{i}].name", f"duplicate run name '{rname}'; run names must be unique")
@@ -335,7 +335,7 @@ def _seed_list(ctx: Where, key: str, seeds) -> list[int]:
     """``seeds = [...]`` of the experiment or of one run: a non-empty list of distinct seeds in range."""
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ctx.fail(key, f"expected a non-empty list of integers, got {seeds!r}")
-    _check_seeds(ctx, key, seeds)
+    check_seeds(ctx, key, seeds)
     return seeds
 
 
@@ -392,7 +392,7 @@ def _with_like(ctx: Where, i: int, runs: list[dict], chain: tuple[int, ...] = ()
     for one, other in (("seed", "seeds"), ("seeds", "seed")):
         if one in own:  # this run's own seed choice replaces the one it started from
             base.pop(other, None)
-    return _merge(base, own)
+    return merge_layers(base, own)
 
 
 def _profile_chain(ctx: Where, profiles: dict, profile: str) -> list[str]:
@@ -432,7 +432,7 @@ def _with_run_profile(ctx: Where, i: int, run: dict, profiles: dict, chain: list
                            f"level ([profiles.{pname}]).{did_you_mean(pname, profiles)}")
     for pname in chain:
         if pname in own:
-            run = _merge(run, own[pname])
+            run = merge_layers(run, own[pname])
     return run
 
 

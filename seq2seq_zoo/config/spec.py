@@ -10,7 +10,7 @@ from typing import Any
 
 from seq2seq_zoo.config.schema import (SECTIONS, DataConfig, DecodeConfig, EvalConfig, TrainConfig, decode_dict, decode_with,
                                        train_dict)
-from seq2seq_zoo.config.values import _build
+from seq2seq_zoo.config.values import build_section
 from seq2seq_zoo.names import run_group
 
 
@@ -47,7 +47,7 @@ class RunSpec:
         return cls(experiment=d["experiment"], name=d["name"], seed=d["seed"], model=d["model"],
                    model_options=d.get("model_options", {}), profile=d.get("profile"),
                    description=d.get("description", ""), same_as=d.get("same_as"),
-                   **{k: _build(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
+                   **{k: build_section(c, d.get(k, {}), k, "<record>") for k, c in SECTIONS.items()})
 
 
 @dataclass

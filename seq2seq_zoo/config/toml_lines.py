@@ -111,7 +111,6 @@ class Where:
                 f"\"{self.runs[first]['like']}\"; set it in this run to override)")
 
 
-_Where = Where   # its former name, which config/values.py still imports
 
 
 def _one_line(text: str) -> str:

@@ -12,22 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq_zoo.config.schema import CHOICES, RANGES, SECTIONS, SEED_MAX, SEEDS_MAX, DecodeConfig, TrainConfig
-from seq2seq_zoo.config.toml_lines import _Where
+from seq2seq_zoo.config.toml_lines import Where
 from seq2seq_zoo.registry import (UnknownName, decoding_rule_keys, did_you_mean, objective_options,
                                   objective_stored_keys)
 
 
-def _type_ok(value, tp) -> bool:
+def type_ok(value, tp) -> bool:
     origin = typing.get_origin(tp)
     if tp is Any:
         return True
     if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in typing.get_args(tp))
+        return any(type_ok(value, a) for a in typing.get_args(tp))
     if tp is type(None):
         return value is None
     if origin is list:
         (arg,) = typing.get_args(tp) or (Any,)
-        return isinstance(value, list) and all(_type_ok(v, arg) for v in value)
+        return isinstance(value, list) and all(type_ok(v, arg) for v in value)
     if tp is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if tp is int:
@@ -35,11 +35,11 @@ def _type_ok(value, tp) -> bool:
     return isinstance(value, tp)
 
 
-def _type_name(tp) -> str:
+def type_name(tp) -> str:
     return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
-def _check_value(ctx: _Where, key: str, value, section: str) -> None:
+def _check_value(ctx: Where, key: str, value, section: str) -> None:
     """The value rules of field ``key``'s leaf in [``section``] (data, train, decode, eval)."""
     leaf = key.split(".")[-1]
     if isinstance(value, float) and not math.isfinite(value):
@@ -72,14 +72,14 @@ def _check_value(ctx: _Where, key: str, value, section: str) -> None:
 def option_problem(opt, value) -> str | None:
     """What is wrong with a value of an objective's option (an ``Option``): its type, a finite number, its
     rule; None: nothing."""
-    if not _type_ok(value, opt.kind):
-        return f"expected {_type_name(opt.kind)}, got {type(value).__name__} {value!r}"
+    if not type_ok(value, opt.kind):
+        return f"expected {type_name(opt.kind)}, got {type(value).__name__} {value!r}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{value!r} is not a finite number"
     return opt.problem(value)
 
 
-def _objective_table(ctx: _Where, key: str, objective: str, options: dict, table) -> None:
+def _objective_table(ctx: Where, key: str, objective: str, options: dict, table) -> None:
     """An objective's table as specs and records hold it (its options without a stored field)."""
     if not isinstance(table, dict):
         raise ctx.fail(key, f"must be a table of objective '{objective}''s options, not {type(table).__name__}")
@@ -118,9 +118,9 @@ def parse_reward(spec: str, known: list[str] | None = None) -> dict[str, float]:
     return out
 
 
-def _build(cls, values: dict, prefix: str, ctx):
+def build_section(cls, values: dict, prefix: str, ctx):
     if isinstance(ctx, str):
-        ctx = _Where(Path(ctx), "")
+        ctx = Where(Path(ctx), "")
     if not isinstance(values, dict):
         raise ctx.fail(prefix, f"must be a table, not {type(values).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -142,8 +142,8 @@ def _build(cls, values: dict, prefix: str, ctx):
             raise ctx.fail(f"{prefix}.{k}", f"unknown key in [{prefix}].{did_you_mean(k, valid)} "
                            f"Valid keys: {', '.join(valid)}")
         tp = hints[k] if k in fields else (float if extra[k] is float else extra[k])
-        if not _type_ok(v, tp):
-            raise ctx.fail(f"{prefix}.{k}", f"expected {_type_name(tp)}, got {type(v).__name__} {v!r}")
+        if not type_ok(v, tp):
+            raise ctx.fail(f"{prefix}.{k}", f"expected {type_name(tp)}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{prefix}.{k}", v, next(s for s, c in SECTIONS.items() if c is cls))
     out = cls(**copy.deepcopy({k: v for k, v in values.items() if k in fields}))
     if extra:
@@ -153,17 +153,17 @@ def _build(cls, values: dict, prefix: str, ctx):
     return out
 
 
-def _merge(base: dict, over: dict) -> dict:
+def merge_layers(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+            out[k] = merge_layers(out[k], v)
         else:
             out[k] = copy.deepcopy(v)
     return out
 
 
-def _check_name(ctx, key, registry, value):
+def check_name(ctx, key, registry, value):
     if not isinstance(value, str):
         raise ctx.fail(key, f"expected a name (string), got {value!r}")
     try:
@@ -172,7 +172,7 @@ def _check_name(ctx, key, registry, value):
         raise ctx.fail(key, str(e)) from None
 
 
-def _check_seeds(ctx: _Where, key: str, seeds: list) -> None:
+def check_seeds(ctx: Where, key: str, seeds: list) -> None:
     """Seeds: integers 0..SEED_MAX, each once, at most SEEDS_MAX of them; checked before any model is built."""
     for s in seeds:
         if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= SEED_MAX:

@@ -7,6 +7,8 @@ The tiny experiment ``grid`` has runs ``a`` and ``b`` with the very same setting
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -24,11 +26,13 @@ GRID_RUNS = '[[runs]]\nname = "a"\nseeds = [1, 2]\n\n[[runs]]\nname = "b"\nseeds
 NAMES = ["a-seed1", "a-seed2", "b-seed1", "b-seed2"]
 
 
-def _files(tmp: Path):
+def _files(tmp: Path, epochs: int = 5):
+    """``grid`` and ``broken`` on a tiny corpus. 5 epochs for the Slurm scenario: the pre-empted run is stopped
+    right after its first one, with most of its training ahead; what the local launcher is checked for
+    (jobs, states, twins alike) needs one."""
     data = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
     grid = tmp / "grid.toml"
-    # 5 epochs: the pre-empted run is stopped right after its first one, with most of its training ahead
-    grid.write_text(tiny_experiment("grid", GRID_RUNS, data_dir=data, epochs=5), encoding="utf-8")
+    grid.write_text(tiny_experiment("grid", GRID_RUNS, data_dir=data, epochs=epochs), encoding="utf-8")
     broken = tmp / "broken.toml"
     broken.write_text(tiny_experiment("broken", '[[runs]]\nname = "c"\ndata.dataset = "samsum"\n', seeds=1,
                                       data_dir=data, epochs=1), encoding="utf-8")
@@ -70,15 +74,22 @@ def _zoo(*args) -> tuple[int, str, str]:
 # ============================================================================================ local
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    """``grid``'s seed-1 runs (a-seed1 and its twin b-seed1) through the local launcher, then again."""
+    """``grid``'s seed-1 runs (a-seed1 and its twin b-seed1) through the local launcher, then again. The
+    second command runs in this process (no torch import of its own), where no job may be made: were
+    submitit's executor asked for one, the command would fail instead of submitting."""
+    from seq2seq_zoo.launch import submit
     tmp = tmp_path_factory.mktemp("launch_local")
-    grid, _ = _files(tmp)
+    grid, _ = _files(tmp, epochs=1)
     R = tmp / "R"
     args = ["run", grid, "--launcher", "local", "--results", R, "--no-progress", "--only", "a-seed1", "b-seed1"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLURM_CONF", str(tmp / "no-slurm.conf"))   # a Slurm client would fail: none is used
         first = _zoo(*args)
-        again = _zoo(*args)
+
+        def no_executor(*a, **k):
+            raise AssertionError("the second command made a job executor: it would submit again")
+        mp.setattr(submit, "executor", no_executor)
+        again = _main_captured(*args)
     return dict(R=R, first=first, again=again)
 
 
@@ -117,17 +128,43 @@ def test_launcher_options_merge_command_line_over_experiment_over_user_config():
     assert o.resources(4) == (4, 0)         # on CPUs: four CPUs for the four workers
 
 
-def test_bad_launcher_table_names_file_line_and_key(tmp_path):
+def _main_captured(*args) -> tuple[int, str, str]:
+    """``zoo ARGS`` in this process with its output captured (module-scoped fixtures have no capsys)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = _main(None, *args)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _main(capsys, *args) -> tuple[int, str, str]:
+    """``zoo ARGS`` in this process, for commands that end before any job is made (no submitit executor)."""
+    import torch
+
+    from seq2seq_zoo.cli import main
+    if capsys is not None:
+        capsys.readouterr()
+    threads = torch.get_num_threads()
+    try:
+        rc = main([str(a) for a in args])
+    finally:
+        torch.set_num_threads(threads)
+    if capsys is None:
+        return rc
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_bad_launcher_table_names_file_line_and_key(tmp_path, capsys):
     data = write_dialogsum(tmp_path / "data")
     exp = tmp_path / "e.toml"
     exp.write_text(tiny_experiment("e", '[[runs]]\nname = "a"\n', data_dir=data)
                    + '\n[launcher]\npartition = "gpu"\ntime = "2h"\n', encoding="utf-8")
-    rc, out, err = _zoo("run", exp, "--dry-run")
+    rc, out, err = _main(capsys, "run", exp, "--dry-run")
     line = len(exp.read_text().splitlines())
     assert rc == 2 and err.strip() == (f"zoo run: error: {exp}:{line}: launcher.time: expected a number of minutes "
                                        ">= 1, got '2h'")
     exp.write_text(exp.read_text().replace('time = "2h"', "gpus = 1"), encoding="utf-8")
-    rc, out, err = _zoo("run", exp, "--dry-run")
+    rc, out, err = _main(capsys, "run", exp, "--dry-run")
     assert rc == 2 and "launcher.gpus: unknown key" in err and "gpus_per_job" in err
 
 
@@ -180,12 +217,12 @@ def test_status_of_a_run_from_its_job_state_and_the_queue(tmp_path):
     assert status("r6", entry=None)[0] == "done"   # finished before any launcher: done all the same
 
 
-def test_slurm_launcher_without_sbatch_says_where_to_run_it(tmp_path, monkeypatch):
+def test_slurm_launcher_without_sbatch_says_where_to_run_it(tmp_path, monkeypatch, capsys):
     data = write_dialogsum(tmp_path / "data")
     exp = tmp_path / "e.toml"
     exp.write_text(tiny_experiment("e", '[[runs]]\nname = "a"\n', data_dir=data), encoding="utf-8")
     monkeypatch.setenv("PATH", str(tmp_path))   # no sbatch on it
-    rc, out, err = _zoo("run", exp, "--launcher", "slurm", "--results", tmp_path / "R")
+    rc, out, err = _main(capsys, "run", exp, "--launcher", "slurm", "--results", tmp_path / "R")
     assert rc == 2 and err.strip() == ("zoo run: error: --launcher slurm: no sbatch on PATH; run it on a Slurm login "
                                        "node (or use --launcher local on this machine)")
     assert not (tmp_path / "R").exists()

@@ -31,8 +31,10 @@ def did_you_mean(name: str, choices) -> str:
 
 
 class Registry:
-    def __init__(self, kind: str, discover: str | None = None, entry_points: str | None = None):
+    def __init__(self, kind: str, discover: str | None = None, entry_points: str | None = None,
+                 constructor: str | None = None):
         self.kind = kind
+        self._constructor = constructor  # a registered class's classmethod that ``create`` calls, if it has one
         self._entries: dict[str, Callable] = {}
         self._discover = discover  # package whose modules are imported on first lookup
         self._discovered = discover is None and entry_points is None
@@ -71,7 +73,8 @@ class Registry:
         return self._entries[name]
 
     def create(self, name: str, **kwargs: Any):
-        return self.get(name)(**kwargs)
+        obj = self.get(name)
+        return getattr(obj, self._constructor, obj)(**kwargs) if self._constructor else obj(**kwargs)
 
     def names(self, pattern: str = "*") -> list[str]:
         self._ensure()
@@ -87,7 +90,8 @@ class Registry:
         return d.splitlines()[0] if d else ""
 
 
-MODELS = Registry("model", discover="seq2seq_zoo.models", entry_points="seq2seq_zoo.models")
+# a model class is built by its ``create`` classmethod (models/base.py), which may pick a subclass
+MODELS = Registry("model", discover="seq2seq_zoo.models", entry_points="seq2seq_zoo.models", constructor="create")
 DATASETS = Registry("dataset", discover="seq2seq_zoo.data")
 METRICS = Registry("metric", discover="seq2seq_zoo.metrics")
 SCHEDULES = Registry("schedule", discover="seq2seq_zoo.train.schedules")

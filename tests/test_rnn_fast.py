@@ -247,6 +247,24 @@ def test_impl_option_is_checked():
         build_model("bilstm", {"vocab_size": V}, {"impl": "fastest"})
 
 
+def test_create_builds_the_class_that_runs_impl():
+    """``create`` (what build_model and the registry call) builds the paper class for "reference" and its
+    fast variant, a subclass with the same name and parameter names, for "fast" (the default); calling
+    the class itself builds the reference only and says so for "fast"."""
+    from seq2seq_zoo.models.fast.rnn import FastPointer
+    from seq2seq_zoo.models.pointer import PointerGenerator
+    from seq2seq_zoo.registry import MODELS
+    fast, ref = MODELS.create("pointer_generator", vocab_size=V), PointerGenerator.create(vocab_size=V, impl="reference")
+    assert type(ref) is PointerGenerator and ref.impl == "reference"
+    assert type(fast) is PointerGenerator.fast_variant() and isinstance(fast, FastPointer) and fast.impl == "fast"
+    assert type(fast).__name__ == "PointerGenerator" and type(fast).paper_class() is PointerGenerator
+    assert fast.state_dict().keys() == ref.state_dict().keys()
+    assert type(fast).create(vocab_size=V, impl="reference").__class__ is PointerGenerator
+    assert type(PointerGenerator(vocab_size=V, impl="reference")) is PointerGenerator
+    with pytest.raises(ValueError, match=r"PointerGenerator\.create"):
+        PointerGenerator(vocab_size=V)
+
+
 @pytest.mark.parametrize("name,opts", [("bahdanau", {}), ("bilstm", {"coverage": True}),
                                        ("pointer_generator", {"coverage": True})])
 def test_fast_kernels_train_under_a_gpus_autocast(monkeypatch, name, opts):

@@ -24,6 +24,7 @@ Declarations (class attributes / methods the suite reads instead of guessing fro
 
 Optional hooks, each with a default (override what the model has; the rest of the suite only calls these,
 it never inspects a model's class, attributes or state keys):
+    create(**options)               classmethod that builds the model (default: the class called with them)
     reorder(state, index)           beam-search reindexing along dim 0 (default: every tensor in the state)
     components()                    trainable parameters per component for the tables (default: one "model")
     schedule_dim()                  d of the Noam learning-rate schedule (default: ``d_model``, else the
@@ -113,6 +114,13 @@ class Seq2Seq(nn.Module):
     # False for a model with nothing to train (the extractive baselines in models/baselines.py): the
     # runner skips the loop and checkpoints and calls ``tune`` on the validation split instead.
     trainable: bool = True
+
+    @classmethod
+    def create(cls, **options) -> Seq2Seq:
+        """Hook: build the model from its options (``build_model`` and ``MODELS.create`` call this, not the
+        class). Default: ``cls(**options)``; a family may build a subclass chosen by an option (the
+        recurrent models' ``impl``, models/rnn.py)."""
+        return cls(**options)
 
     def extract(self, examples) -> list[str] | None:
         """Summaries written without the decoder, one per example (objects with ``source_text`` and
@@ -274,7 +282,7 @@ def build_model(name: str, context: dict[str, Any], options: dict[str, Any]) -> 
     if bad:
         raise TypeError(f"model '{name}' has no option '{bad[0]}'.{did_you_mean(bad[0], known)}")
     try:
-        model = factory(**kwargs, **options)
+        model = (factory.create if inspect.isclass(factory) else factory)(**kwargs, **options)
     except AttributeError as e:
         if "before Module.__init__() call" in str(e):  # torch's message for a module set too early
             raise _broken(name, factory, "__init__ must call super().__init__() before it sets any attribute "

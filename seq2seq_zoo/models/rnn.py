@@ -55,6 +55,7 @@ from seq2seq_zoo.models.losses import coverage_loss
 from seq2seq_zoo.registry import register_model
 
 ATTENTION_NAME = "decoder_layer1_block2_decenc_att"  # the name the report's heat map looks for
+_FAST_VARIANTS: dict[type, type] = {}   # paper class -> its fast variant (``_Recurrent.fast_variant``)
 
 
 
@@ -100,18 +101,6 @@ class AdditiveAttention(nn.Module):
         return c, a
 
 
-_VARIANTS: dict[type, type] = {}
-
-
-def _fast_variant(cls: type) -> type:
-    """``cls`` behind its fast mixins (``cls.FAST``): the same name, parameters and checkpoints."""
-    if cls not in _VARIANTS:
-        _VARIANTS[cls] = type(cls.__name__, (*cls.FAST, cls), {"_paper": cls, "__module__": cls.__module__,
-                                                                "__qualname__": cls.__qualname__,
-                                                                "__doc__": cls.__doc__})
-    return _VARIANTS[cls]
-
-
 class _Recurrent(Seq2Seq):
     """Embeddings, option checks and parameter components shared by the recurrent models.
 
@@ -124,6 +113,10 @@ class _Recurrent(Seq2Seq):
     code, which follows the papers; "fast", the default: the same model behind the mixins ``FAST`` of
     ``models.fast.rnn``; both give the same values up to float rounding, with the same parameters, so
     checkpoints load into either).
+
+    Which class runs an ``impl`` is chosen when the model is built: ``build_model`` and the registry call
+    ``create(**options)``, which builds ``implementation(impl)``, the class itself for "reference" or
+    ``fast_variant()`` for "fast". Calling the class directly builds the reference only.
     """
 
     IMPLS = ("fast", "reference")
@@ -136,19 +129,42 @@ class _Recurrent(Seq2Seq):
     def embedding_dim(cls, options):
         return options["emb_dim"]
 
-    FAST: tuple[type, ...] = (FastRecurrent,)   # what impl = "fast" puts in front of the class
+    FAST: tuple[type, ...] = (FastRecurrent,)   # the mixins impl = "fast" puts in front of the class
+    IMPL = "reference"                          # what this class runs; its fast variant says "fast"
 
-    def __new__(cls, *args, **kwargs):
-        """The implementation is chosen here, once: the class itself, or (impl = "fast") its fast variant."""
-        paper = cls.__dict__.get("_paper", cls)
+    @classmethod
+    def create(cls, *args, **kwargs) -> _Recurrent:
+        """The model built by the class that runs its ``impl`` option (``implementation``)."""
         try:
-            bound = inspect.signature(paper.__init__).bind(None, *args, **kwargs)
+            bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
         except TypeError:   # __init__ reports the bad arguments
-            return super().__new__(cls)
+            return cls(*args, **kwargs)
         bound.apply_defaults()
-        impl = bound.arguments.get("impl", "reference")
-        variants = {"reference": paper, "fast": _fast_variant(paper)}
-        return super().__new__(variants.get(impl, paper))   # an unknown impl: __init__ says so
+        return cls.implementation(bound.arguments.get("impl", cls.IMPL))(*args, **kwargs)
+
+    @classmethod
+    def implementation(cls, impl: str) -> type[_Recurrent]:
+        """The class that runs ``impl``: "reference", the paper class itself (the step-by-step code of this
+        module); "fast", its ``fast_variant()``. An unknown ``impl`` gives the paper class, whose
+        ``__init__`` says what is wrong."""
+        paper = cls.paper_class()
+        return paper.fast_variant() if impl == "fast" else paper
+
+    @classmethod
+    def paper_class(cls) -> type[_Recurrent]:
+        """The class without its fast mixins (the class itself unless it is a fast variant)."""
+        return cls.__dict__.get("_paper", cls)
+
+    @classmethod
+    def fast_variant(cls) -> type[_Recurrent]:
+        """The paper class behind its fast mixins (``FAST``): a subclass with the same name, options,
+        parameters and checkpoints, made once per class."""
+        paper = cls.paper_class()
+        if paper not in _FAST_VARIANTS:
+            _FAST_VARIANTS[paper] = type(paper.__name__, (*paper.FAST, paper),
+                                         {"_paper": paper, "IMPL": "fast", "__module__": paper.__module__,
+                                          "__qualname__": paper.__qualname__, "__doc__": paper.__doc__})
+        return _FAST_VARIANTS[paper]
 
     def __init__(self, vocab_size: int, emb_dim: int = 128, hidden: int = 256, layers: int = 1,
                  dropout: float = 0.0, share_embeddings: bool = True, embeddings: str = "random",
@@ -157,6 +173,9 @@ class _Recurrent(Seq2Seq):
         super().__init__()
         if impl not in self.IMPLS:
             raise ValueError(f"impl must be one of {self.IMPLS}, not {impl!r}")
+        if impl != self.IMPL:
+            raise ValueError(f"{type(self).__name__}(...) builds impl {self.IMPL!r} only; build impl {impl!r} with "
+                             f"{type(self).__name__}.create(...) or build_model, which pick the class that runs it")
         self.impl = impl
         for name, v in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden", hidden), ("layers", layers)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

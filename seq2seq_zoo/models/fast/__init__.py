@@ -7,6 +7,6 @@ rounding, written by hand only where no library op is as fast on CPU.
 ``rnn_kernels``  the recurrent family's encoder run, attention energies, deferred context gradient and
                  decoder cell
 ``rnn``          the recurrent family's fast implementation (``impl = "fast"``), mixins that
-                 ``rnn._Recurrent`` puts in front of a model class
+                 ``rnn._Recurrent.fast_variant()`` puts in front of a model class
 Measurements: docs/performance.md.
 """

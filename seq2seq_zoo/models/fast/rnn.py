@@ -1,6 +1,7 @@
-"""The fast path of the recurrent family (``impl = "fast"``, the default): mixins that
-``rnn._Recurrent.__new__`` puts in front of a model class (its ``FAST``), overriding the encoder run,
-the teacher-forced pass and the decoding step. The model's parameters, values (up to float rounding)
+"""The fast path of the recurrent family (``impl = "fast"``, the default): mixins that a model class
+names in its ``FAST`` and that ``rnn._Recurrent.fast_variant()`` puts in front of it (the class
+``_Recurrent.create`` builds for ``impl = "fast"``), overriding the encoder run, the teacher-forced pass
+and the decoding step. The model's parameters, values (up to float rounding)
 and checkpoints are those of the class itself, whose methods (``impl = "reference"``) follow the papers
 step by step; tests check the loss, the gradients and greedy and beam decodes of both.
 

@@ -136,7 +136,7 @@ def test_parameter_counts_per_component_add_up():
 @pytest.mark.parametrize("opts", [dict(), dict(pre_ln=True, pe="learned", tie_embeddings=False)])
 @pytest.mark.parametrize("bf16", [False, True])
 def test_inference_step_matches_the_general_step_through_reorders(opts, bf16):
-    """``decode_step`` without grad in eval mode takes the inference path (``Decoder.step``: fewer calls,
+    """``decode_step`` without grad in eval mode takes the inference path (``transformer_incremental``: fewer calls,
     the attention products in fp32 on CPU, the source keys converted once); its log-probs equal the
     general path's (taken with grad enabled) through a beam's reorders: rows grouped per source (the
     shared-keys case), then rows in any order (keys gathered per row)."""
@@ -149,10 +149,12 @@ def test_inference_step_matches_the_general_step_through_reorders(opts, bf16):
                 torch.tensor([5, 0, 3, 3, 1, 2]), torch.tensor([2, 2, 0, 1, 5, 4]), torch.arange(6)]
     prevs = torch.randint(4, 30, (len(schedule), 6), generator=torch.Generator().manual_seed(0))
 
+    from seq2seq_zoo.models import transformer_incremental as incremental
+
     def run(grad: bool):
         steps = []
-        orig = model.decoder.step
-        model.decoder.step = lambda *a: steps.append(1) or orig(*a)
+        orig = incremental.decoder_step
+        incremental.decoder_step = lambda *a: steps.append(1) or orig(*a)
         out = []
         try:
             with torch.set_grad_enabled(grad), (torch.autocast("cpu", dtype=torch.bfloat16) if bf16
@@ -164,7 +166,7 @@ def test_inference_step_matches_the_general_step_through_reorders(opts, bf16):
                     out.append(lp.detach().float())
                     state = model.reorder(state, idx)
         finally:
-            del model.decoder.step
+            incremental.decoder_step = orig
         return torch.stack(out), len(steps)
 
     fast, n_fast = run(grad=False)
@@ -181,14 +183,14 @@ def test_inference_step_attention_products_stay_fp32_under_bf16_autocast():
     """On CPU the step's attention products run in fp32 although the step runs under bf16 autocast (which
     would cast fp32 matmul inputs back to bf16): the self-attention cache is fp32 and the products match
     an fp64 computation to fp32 rounding."""
-    from seq2seq_zoo.models.layers import _step_attention
+    from seq2seq_zoo.models.transformer_incremental import step_attention
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, s, 8, generator=g) for s in (4, 11, 11))
     bias = torch.zeros(2, 1, 1, 11).masked_fill_(torch.arange(11) >= 9, float("-inf"))
     ref = torch.softmax((q.double() @ k.double().transpose(-2, -1)) / 8 ** 0.5 + bias.double(), -1) @ v.double()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = _step_attention(q, k, v, bias, fp32=True)
-        low = _step_attention(q, k, v, bias, fp32=False)
+        out = step_attention(q, k, v, bias, fp32=True)
+        low = step_attention(q, k, v, bias, fp32=False)
     assert out.dtype == torch.float32 and low.dtype == torch.bfloat16
     torch.testing.assert_close(out.double(), ref, atol=1e-6, rtol=1e-5)
     # GPUs take F.scaled_dot_product_attention with the same additive bias: the same values

@@ -6,7 +6,6 @@ loss) are in ``fast/kernels.py``.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -45,22 +44,6 @@ def causal_mask(t: int, device=None) -> torch.Tensor:
 def padding_mask(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     """(B, 1, 1, S) key mask: True at real tokens."""
     return (ids != pad_id)[:, None, None, :]
-
-
-def _step_attention(q, k, v, bias=None, fp32: bool = False):
-    """softmax(q k^T / sqrt(dk) + bias) v for a decoding step's few queries: ``fast.kernels.math_attention``'s
-    arithmetic without its chunking and mask handling, whose extra calls cost more than these products
-    (the step is overhead-bound). ``fp32``: the products in fp32 outside autocast, which on CPU is faster
-    than bf16 for a step's few queries; under autocast the products would be cast back to bf16 (with a
-    copy of the whole cache each step). Off the CPU: ``F.scaled_dot_product_attention``, as
-    the general step takes there (a GPU's step is launch-bound: one fused kernel rather than five)."""
-    if q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    with torch.autocast(q.device.type, enabled=False) if fp32 else contextlib.nullcontext():
-        scores = torch.matmul(q * (q.size(-1) ** -0.5), k.transpose(-2, -1))
-        if bias is not None:
-            scores.add_(bias)
-        return torch.matmul(scores.softmax(-1), v)
 
 
 class MultiHeadAttention(nn.Module):
@@ -111,8 +94,9 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self._split(q), self._split(k), self._split(v)
             if cache is not None:
                 if q.device.type == "cpu" and q.size(2) <= 8 and q.dtype in (torch.bfloat16, torch.float16):
-                    # an incremental step with grad (inference takes ``step_self``): the cache in fp32, as
-                    # ``step_self`` keeps it; under autocast the products below still run in bf16
+                    # an incremental step with grad (inference takes transformer_incremental.py): the
+                    # cache in fp32, as the inference step keeps it; under autocast the products below
+                    # still run in bf16
                     q, k, v = q.float(), k.float(), v.float()
                 if "k" in cache:
                     k = torch.cat([cache["k"], k], dim=2)
@@ -147,45 +131,6 @@ class MultiHeadAttention(nn.Module):
             out = out.view(B // group, self.h, group, T, self.dk).transpose(1, 2).reshape(B, self.h, T, self.dk)
         out = out.transpose(1, 2).reshape(B, T, self.h * self.dk)
         return self.out_proj(out), weights
-
-    # ---- incremental decoding (inference): one new position per row, the same values as ``forward``
-    # up to float rounding, with fewer operations (a decoding step is overhead-bound: ~130 small ops);
-    # sub-modules are called through ``.forward`` (no module hooks run), about 2% of a beam-4 call
-    def step_self(self, x: torch.Tensor, cache: dict) -> torch.Tensor:
-        """Self-attention of one new position per row: x (N, 1, d) -> (N, 1, d); ``cache`` holds the
-        keys and values (N, h, t, dk) of the earlier positions and is extended in place."""
-        N = x.size(0)
-        qkv = self.in_proj.forward(x)
-        fp32 = x.device.type == "cpu"
-        if fp32:  # one cast of q, k and v together (see _step_attention)
-            qkv = qkv.float()
-        qkv = qkv.view(N, 3, self.h, 1, self.dk)
-        q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
-        if "k" in cache:
-            k = torch.cat([cache["k"], k], dim=2)
-            v = torch.cat([cache["v"], v], dim=2)
-        cache["k"], cache["v"] = k, v
-        out = _step_attention(q, k, v, None, fp32)
-        return self.out_proj.forward(out.reshape(N, 1, self.h * self.dk))
-
-    def step_cross(self, x: torch.Tensor, kv, bias: torch.Tensor | None, rows) -> torch.Tensor:
-        """Source-target attention of one new position per row: x (N, 1, d) -> (N, 1, d) against keys
-        and values (B, h, S, dk) with one row per source and an additive ``bias`` (B, 1, 1, S); ``rows``
-        as ``kv_rows`` of ``forward`` (None: row i is source i)."""
-        N = x.size(0)
-        k, v = kv
-        q = self.q_proj.forward(x)
-        fp32 = x.device.type == "cpu" and k.dtype == torch.float32
-        if fp32:
-            q = q.float()
-        if isinstance(rows, torch.Tensor):
-            k, v = k.index_select(0, rows), v.index_select(0, rows)
-            bias = None if bias is None else bias.index_select(0, rows)
-            rows = 1
-        K = rows or 1    # K consecutive rows share a source: their queries side by side, (B, h, K, dk)
-        q = q.view(N // K, K, self.h, self.dk).transpose(1, 2)
-        out = _step_attention(q, k, v, bias, fp32)                       # (B, h, K, dk)
-        return self.out_proj.forward(out.transpose(1, 2).reshape(N, 1, self.h * self.dk))
 
 
 def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:

@@ -3,14 +3,17 @@
 pe = "learned" | "sinusoidal" | "sinusoidal_tmax" (base 10000 replaced by the maximum length, H. Li et
 al. 2019); post-LN (the paper) by default, pre-LN as an option; optional tied embeddings; attention
 weights per layer named ``decoder_layer{i}_block1_self_att`` / ``decoder_layer{i}_block2_decenc_att``.
+
+The classes follow the paper (in the Annotated Transformer's order); the incremental decoding step of
+inference, which ``Transformer.decode_hidden`` calls, is in ``transformer_incremental.py``.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from seq2seq_zoo.data.vocab import PAD_ID
+from seq2seq_zoo.models import transformer_incremental as incremental
 from seq2seq_zoo.models.base import Seq2Seq, StepOutput, at_least, reorder_rows
 from seq2seq_zoo.models.fast.kernels import Dropout, log_softmax_fp32
 from seq2seq_zoo.models.fast.outputs import LazyOutput
@@ -89,25 +92,6 @@ class DecoderLayer(nn.Module):
         x, _ = self.sub3(x, lambda h: (self.ffn(h), None))
         return x, w1, w2
 
-    def step(self, x, cache: dict, cross_kv, src_bias, kv_rows):
-        """One incremental decoding step in inference (no dropout, no weights): ``forward``'s values up
-        to float rounding with fewer calls; ``cache``, ``cross_kv``, ``kv_rows`` as there. Sub-modules
-        run through ``.forward``, so module hooks on them are not called here."""
-        x = _residual(self.sub1, x, lambda h: self.self_att.step_self(h, cache))
-        x = _residual(self.sub2, x, lambda h: self.cross_att.step_cross(h, cross_kv, src_bias, kv_rows))
-        ffn = self.ffn
-        return _residual(self.sub3, x, lambda h: ffn.w2.forward(ffn.act.forward(ffn.w1.forward(h))))
-
-
-def _residual(sub: Residual, x, f):
-    """``Residual`` in inference (dropout is the identity): post-LN norm(x + f(x)), pre-LN x + f(norm(x));
-    the norm through ``F.layer_norm`` and ``f`` calling ``.forward`` (no module-call overhead, which a
-    decoding step of few rows notices)."""
-    n = sub.norm
-    if sub.pre_ln:
-        return x + f(F.layer_norm(x, n.normalized_shape, n.weight, n.bias, n.eps))
-    return F.layer_norm(x + f(x), n.normalized_shape, n.weight, n.bias, n.eps)
-
 
 class _Stack(nn.Module):
     """What the encoder and the decoder are built from alike: token embeddings (shared when given), the
@@ -160,14 +144,6 @@ class Decoder(_Stack):
                 att[f"decoder_layer{i + 1}_block1_self_att"] = w1
                 att[f"decoder_layer{i + 1}_block2_decenc_att"] = w2
         return self.norm(x), att
-
-    def step(self, prev, memory_kv, src_bias, caches, offset: int, kv_rows):
-        """One incremental decoding step in inference: prev (N,) ids -> (N, 1, d); the values of
-        ``forward(prev[:, None], ..., caches=caches, offset=offset)`` up to float rounding."""
-        x = self.pe(self.embed(prev[:, None]), offset)
-        for layer, cache, kv in zip(self.layers, caches, memory_kv):
-            x = layer.step(x, cache, kv, src_bias, kv_rows)
-        return self.norm(x)
 
 
 @register_model("transformer")
@@ -282,13 +258,8 @@ class Transformer(Seq2Seq):
         t = int(state["t"])
         group = state.get("group", 1)
         kv_rows = None if group == 1 else (group or state["row"])
-        if not (self.training or torch.is_grad_enabled()) and "src_bias" in state:
-            if state["memory"].device.type == "cpu" and state["cross_kv"][0][0].dtype != torch.float32:
-                # the step's attention products run in fp32 on CPU (layers._step_attention): the
-                # source keys and values are converted once, not at every step
-                state["cross_kv"] = [(k.float(), v.float()) for k, v in state["cross_kv"]]
-                state["src_bias"] = state["src_bias"].float()
-            h = self.decoder.step(self.feed(prev), state["cross_kv"], state["src_bias"], state["caches"], t, kv_rows)
+        if incremental.applies(self, state):   # inference: transformer_incremental.py
+            h = incremental.hidden_step(self, state, prev, t, kv_rows)
         else:
             h, _ = self.decoder(self.feed(prev).unsqueeze(1), state["memory"], state.get("src_bias", state["src_mask"]),
                                 caches=state["caches"], cross_kv=state["cross_kv"], offset=t, kv_rows=kv_rows)

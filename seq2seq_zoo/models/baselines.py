@@ -60,7 +60,14 @@ def _check_k(k) -> None:
 class ExtractiveBaseline(Seq2Seq):
     """A model with nothing to train: ``extract`` turns examples (anything with ``source_text`` or
     ``source``, and ``references``) into summaries by selecting source units. ``tune`` may choose an option on the
-    validation split (it sees references there; never call it with the test split)."""
+    validation split (it sees references there; never call it with the test split).
+
+    It is a ``Seq2Seq`` (an ``nn.Module`` without parameters) because every registered model is built,
+    checked, moved and counted alike: the experiment file's meta-device build, ``build_model``'s
+    contract checks, the runner's ``.to(device)`` and ``count_parameters`` (0 in the record's params),
+    ``zoo params``. What it uses of the contract are the hooks of a model with nothing to train
+    (``trainable = False``, ``extract``, ``tune``, ``describe``, ``upper_bound``, ``deterministic``);
+    ``forward`` and ``encode`` only say it has no decoder."""
 
     trainable = False      # the interface's flag: the runner skips training and checkpoints
     upper_bound = False    # True: reads the reference (an oracle), labelled so in every table

@@ -126,12 +126,13 @@ def test_zoo_run_end_to_end_on_each_new_dataset(tmp_path, tag):
     assert [float(r["val_loss"]) for r in rows] == pytest.approx([h["val_loss"] for h in hist])
 
 
-TINY = """
+SIZES = {"train": 32, "validation": 4, "test": 4}
+TINY = f"""
 [profiles.tiny]
-{extra}
-data.max_train = 32
-data.max_valid = 8
-data.max_test = 4
+{{extra}}
+data.max_train = {SIZES["train"]}
+data.max_valid = {SIZES["validation"]}
+data.max_test = {SIZES["test"]}
 data.vocab_size = 2000
 train.epochs = 2
 train.threads = 1
@@ -143,16 +144,34 @@ decode.beam_size = 2
 
 E2E = {  # experiment: (tiny profile settings (no model options: the runs mix models), dataset, LEAD rows,
          # trained models in file order)
-    "inshorts_transformer": ('data.max_src_len = 96\ntrain.accum_steps = 2\ntrain.batch_size = 8\n'
-                             'train.warmup = 4\ndecode.min_len = 5\ndecode.max_len = 30', "inshorts", ("lead60", "lead"),
-                             ["transformer", "transformer_pointer", "pointer_generator"]),
+    "inshorts_transformer": ('data.max_src_len = 48\ndata.max_tgt_len = 24\ntrain.accum_steps = 2\n'
+                             'train.batch_size = 8\ntrain.warmup = 8\ndecode.min_len = 5\ndecode.max_len = 16',
+                             "inshorts", ("lead60", "lead"), ["transformer", "transformer_pointer", "pointer_generator"]),
     "inshorts_headline": ('train.batch_size = 8\ntrain.warmup = 4\ndecode.max_len = 12', "inshorts", ("lead",),
                           ["transformer", "transformer_pointer", "pointer_generator"]),
-    "cnn_pointer": ('hidden = 32\nemb_dim = 32\ndata.max_src_len = 120\ntrain.batch_size = 8\n'
-                    'decode.min_len = 3\ndecode.max_len = 20',
+    "cnn_pointer": ('hidden = 32\nemb_dim = 32\ndata.max_src_len = 48\ndata.max_tgt_len = 24\n'
+                    'train.batch_size = 8\ndecode.min_len = 3\ndecode.max_len = 16',
                     "cnn_dailymail_see", ("lead",),
                     ["bilstm"] + ["pointer_generator"] * 5),
 }
+
+
+def tiny_version(text: str) -> str:
+    """An experiment file's text made to run at the tiny profile: one seed; the runs' own cpu-profile
+    tables (their model sizes) read under the tiny profile, less what would outweigh it there: their epoch
+    counts (30 epochs until validation stops improving), warm-ups and batch sizes (400 updates, 32 pairs:
+    32 pairs would be one update an epoch at a near-zero learning rate) and the SCST phases' 48-token
+    rollouts (16 here: the test runs the phases, not their length)."""
+    text = re.sub(r"(?m)^seeds = \[[0-9, ]*\]", "seeds = [1]", text).replace("[runs.profiles.cpu]", "[runs.profiles.tiny]")
+    text = re.sub(r"(?m)^train\.(warmup|batch_size|accum_steps) = .*\n", "", text)
+    text = re.sub(r"(scst = \{[^}]*\bmax_len = )[0-9]+", r"\g<1>16", text)
+    out, table = [], ""
+    for line in text.splitlines(keepends=True):
+        if line.startswith("["):
+            table = line.split("#")[0].strip()
+        if not (table == "[runs.profiles.tiny]" and re.match(r"train\.epochs\s*=", line)):
+            out.append(line)
+    return "".join(out)
 
 
 @pytest.mark.slow
@@ -164,12 +183,7 @@ def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name):
         resolve_data_dir(dataset)
     except DataError:
         pytest.skip(f"staged {dataset} not available")
-    text = (REPO / "experiments" / f"{name}.toml").read_text(encoding="utf-8")
-    # one seed; the runs' own cpu-profile settings (model sizes) under the tiny profile
-    text = re.sub(r"(?m)^seeds = \[[0-9, ]*\]", "seeds = [1]", text).replace("[runs.profiles.cpu]", "[runs.profiles.tiny]")
-    # the runs' own warmup and batch size (400 updates, 32 pairs) leave 32 pairs one update an epoch at a
-    # near-zero learning rate: the tiny profile's values stand in, so that two epochs visibly train
-    text = re.sub(r"(?m)^train\.(warmup|batch_size|accum_steps) = .*\n", "", text)
+    text = tiny_version((REPO / "experiments" / f"{name}.toml").read_text(encoding="utf-8"))
     toml = tmp_path / f"{name}.toml"
     toml.write_text(text + TINY.format(extra=extra), encoding="utf-8")
     threads = torch.get_num_threads()
@@ -185,10 +199,10 @@ def test_experiment_file_runs_end_to_end_on_the_staged_corpus(tmp_path, name):
     assert [r["spec"]["model"] for r in recs] == models
     for rec in recs:
         hist = rec["train"]["history"]
-        assert all(math.isfinite(h["train_loss"]) for h in hist)
+        assert all(math.isfinite(h["train_loss"]) for h in hist) and 1 <= len(hist) <= 2   # the tiny profile holds
         if rec["spec"]["train"].get("objective", "ce") == "ce":
             assert hist[-1]["train_loss"] < hist[0]["train_loss"]
-        assert rec["data"]["sizes"] == {"train": 32, "validation": 8, "test": 4}
+        assert rec["data"]["sizes"] == SIZES
         assert rec["spec"]["data"]["options"]                       # the reader's options are recorded
     if name == "inshorts_transformer":
         assert recs[0]["spec"]["train"]["accum_steps"] == 2 and recs[0]["spec"]["model_options"]["pre_ln"]

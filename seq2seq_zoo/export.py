@@ -1,4 +1,6 @@
-"""``zoo export RUN OUT/``: a trained run as a self-contained model folder.
+"""Writes an exported model folder (``zoo export``); not to be confused with exported.py, which reads one back.
+
+``zoo export RUN OUT/``: a trained run as a self-contained model folder.
 
     OUT/model.safetensors   the weights (safetensors: loading never runs pickled code)
     OUT/config.json         the run's full configuration, with every model option resolved

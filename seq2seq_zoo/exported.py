@@ -1,4 +1,6 @@
-"""An exported model folder (what ``zoo export`` writes, export.py) read back: its file names and format,
+"""Reads an exported model folder back; not to be confused with export.py (``zoo export``), which writes it.
+
+An exported model folder (what ``zoo export`` writes, export.py) read back: its file names and format,
 and ``load_exported``, which ``Summarizer.from_pretrained`` calls. Nothing is unpickled.
 
 A folder may come from anywhere, so it is checked whole before any tensor is allocated, and every

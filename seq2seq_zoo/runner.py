@@ -1,4 +1,8 @@
-"""One run, start to end: data -> vocabulary -> model -> the loop -> decoding -> metrics -> record."""
+"""One run, start to end (``run``); not to be confused with cli/run.py (``zoo run``, which calls it per run).
+
+Data -> vocabulary -> model -> the loop -> decoding -> metrics -> record. The other look-alikes:
+cli/runs.py holds the commands on a finished run, bench/run.py the ``zoo bench`` measurements.
+"""
 from __future__ import annotations
 
 import contextlib

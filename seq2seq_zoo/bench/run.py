@@ -1,4 +1,6 @@
-"""`zoo bench`: training and decoding throughput of our models against a Hugging Face BART peer of the
+"""The ``zoo bench`` measurements; not to be confused with runner.py (one run) or cli/run.py (``zoo run``).
+
+`zoo bench`: training and decoding throughput of our models against a Hugging Face BART peer of the
 same shape, measured in one process, against the suite's speed targets (TARGET_* in ``shapes``).
 
 Every figure comes from random token batches of fixed shapes (no data needed), except the epoch-time

@@ -1,4 +1,8 @@
-"""zoo run: an experiment's runs trained, evaluated and reported; --dry-run says what it would do."""
+"""The ``zoo run`` command; not to be confused with runner.py (one run), cli/runs.py or bench/run.py.
+
+zoo run: an experiment's runs trained, evaluated and reported (each run by ``runner.run``); --dry-run says
+what it would do. cli/runs.py holds the commands on a finished run, bench/run.py ``zoo bench``.
+"""
 from __future__ import annotations
 
 import json

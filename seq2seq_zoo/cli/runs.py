@@ -1,4 +1,7 @@
-"""Commands on a finished run: zoo eval (re-score, --save, --decode), tune, export, average, params."""
+"""Commands on a finished run; not to be confused with cli/run.py (``zoo run``) or runner.py (one run).
+
+zoo eval (re-score, --save, --decode), tune, export, average, params.
+"""
 from __future__ import annotations
 
 import json

@@ -1,10 +1,15 @@
 """tools/remote_batch.py: pack an experiment's runs, run them side by side to a deadline, bring them back."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import tarfile
-
+import shutil
 import sys
+import tarfile
+from pathlib import Path
+
+import pytest
 
 from conftest import load_tool, tiny_experiment, write_dialogsum
 
@@ -33,16 +38,34 @@ name = "c"
 """
 
 
-def test_pack_go_unpack_end_to_end(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    """``pack`` of runs a and b of a tiny experiment with BERTScore among its metrics; a trains 100,000 epochs,
+    so only a deadline or ``--max-minutes`` ends it, and b starts from a's weights. Packed once for the
+    module: (the packed folder, what pack printed); each test runs ``go`` on a copy of it."""
     tool = load_tool("remote_batch")
-    data = write_dialogsum(tmp_path / "data", n_train=16)
-    toml = tmp_path / "tiny_remote.toml"
-    toml.write_text(tiny_experiment("tiny_remote", RUNS, seeds=1, epochs=1)
+    tmp = tmp_path_factory.mktemp("remote")
+    data = write_dialogsum(tmp / "data", n_train=16)
+    toml = tmp / "tiny_remote.toml"
+    toml.write_text(tiny_experiment("tiny_remote", RUNS, seeds=1, epochs=100000)
                     .replace('metrics = ["rouge"]', 'metrics = ["rouge", "bertscore"]'), encoding="utf-8")
-    pack = tmp_path / "pack"
-    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack),
-                      "--python", PY]) == 0
-    assert "outside the checkout" in capsys.readouterr().out       # tmp_path would not travel: said so
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(tmp / "pack"),
+                          "--python", PY]) == 0
+    return tmp / "pack", printed.getvalue()
+
+
+def _copy(packed, tmp_path) -> Path:
+    return Path(shutil.copytree(packed[0], tmp_path / "pack"))
+
+
+def test_pack_go_unpack_end_to_end(packed, tmp_path, capsys):
+    """pack, go and unpack; go's ``--max-minutes`` is passed to zoo run: run a, of 100,000 epochs, stops
+    training in time and reaches its test record long before the deadline, and b then starts from it."""
+    tool = load_tool("remote_batch")
+    assert "outside the checkout" in packed[1]          # tmp_path would not travel: said so
+    pack = _copy(packed, tmp_path)
     batch = json.loads((pack / "batch.json").read_text())
     assert batch["runs"] == ["a", "b"] and batch["after"] == {"a": [], "b": ["a"]}
     assert batch["dropped_metrics"] == ["bertscore"]
@@ -54,12 +77,15 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
     out = tmp_path / "out"
     capsys.readouterr()
     rc = tool.main(["go", "--dir", str(pack), "--seconds", "300", "--out", str(out), "--device", "cpu",
-                    "--poll", "0.2"])
+                    "--poll", "0.2", "--max-minutes", "1e-9"])
     printed = capsys.readouterr().out
     assert rc == 0, printed
     assert printed.index("a: finished") < printed.index("started b")      # b starts from a's weights
     summary = (out / "summary.txt").read_text()
     assert "a: finished" in summary and "b: finished" in summary
+    a = json.loads((pack / "res" / "tiny_remote" / "a" / "record.json").read_text())["train"]
+    assert a["stopped_by_time"] and a["epochs_run"] == 1
+    assert "--max-minutes 1e-09" in (pack / "logs" / "run_a.log").read_text()
     with tarfile.open(out / "remote_batch.tgz") as tar:
         names = tar.getnames()
     assert "res/tiny_remote/a/record.json" in names and "res/tiny_remote/b/record.json" in names
@@ -85,20 +111,15 @@ def test_pack_go_unpack_end_to_end(tmp_path, capsys):
     assert not (results / "tiny_remote" / "logs" / "run_a.2.log").exists()                   # same log: once
 
 
-def test_go_stops_runs_at_the_deadline_with_a_checkpoint(tmp_path, capsys):
+def test_go_stops_runs_at_the_deadline_with_a_checkpoint(packed, tmp_path, capsys):
     tool = load_tool("remote_batch")
-    data = write_dialogsum(tmp_path / "data", n_train=16)
-    toml = tmp_path / "long.toml"
-    toml.write_text(tiny_experiment("long", RUNS, seeds=1, epochs=100000), encoding="utf-8")
-    pack = tmp_path / "pack"
-    assert tool.main(["pack", str(toml), "--only", "a", "b", "--data-dir", str(data), "--dir", str(pack),
-                      "--python", PY]) == 0
+    pack = _copy(packed, tmp_path)
     rc = tool.main(["go", "--dir", str(pack), "--seconds", "20", "--out", str(tmp_path / "out"),
                     "--device", "cpu", "--poll", "0.2"])
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert rc == 1
     assert "a: stopped" in summary and "b: not started" in summary   # b waits for a, which did not finish
-    assert (pack / "res" / "long" / "a" / "checkpoints" / "last.pt").is_file()   # --resume continues it there
+    assert (pack / "res" / "tiny_remote" / "a" / "checkpoints" / "last.pt").is_file()   # --resume continues it there
     assert "--resume" in (pack / "logs" / "run_a.log").read_text()
 
 
@@ -115,23 +136,3 @@ def test_go_preflight_names_a_module_that_cannot_be_imported(tmp_path):
     tool = load_tool("remote_batch")
     assert tool.preflight(dict(os.environ), ["json", "no_such_module_zq"]) == ["no_such_module_zq"]
     assert tool.preflight(dict(os.environ)) == []          # this interpreter has every package a run needs
-
-
-def test_go_max_minutes_lets_runs_that_would_outlast_the_deadline_finish_scored(tmp_path):
-    """--max-minutes is passed to zoo run: a run of 100,000 epochs stops training in time and reaches its test
-    record long before the deadline."""
-    tool = load_tool("remote_batch")
-    data = write_dialogsum(tmp_path / "data", n_train=16)
-    toml = tmp_path / "long.toml"
-    toml.write_text(tiny_experiment("long", RUNS, seeds=1, epochs=100000), encoding="utf-8")
-    pack = tmp_path / "pack"
-    assert tool.main(["pack", str(toml), "--only", "a", "--data-dir", str(data), "--dir", str(pack),
-                      "--python", PY]) == 0
-    rc = tool.main(["go", "--dir", str(pack), "--seconds", "600", "--out", str(tmp_path / "out"),
-                    "--device", "cpu", "--poll", "0.2", "--max-minutes", "1e-9"])
-    summary = (tmp_path / "out" / "summary.txt").read_text()
-    assert rc == 0, summary
-    assert "a: finished" in summary
-    a = json.loads((pack / "res" / "long" / "a" / "record.json").read_text())["train"]
-    assert a["stopped_by_time"] and a["epochs_run"] == 1
-    assert "--max-minutes 1e-09" in (pack / "logs" / "run_a.log").read_text()

@@ -17,19 +17,40 @@ from test_crash_safety import exp_text, main_captured, one_line, write_exp
 
 @pytest.fixture(scope="module")
 def done(tmp_path_factory):
-    """Experiment `own`: two tiny trained runs `a` and `b` (one epoch), in results folder R."""
+    """Experiment `own`: two tiny trained runs `a` and `b` (one epoch), in results folder R, without their
+    report: each test's own ``zoo report`` writes the tables and README it checks."""
     tmp = tmp_path_factory.mktemp("own")
     data = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
     toml = write_exp(tmp / "own.toml", exp_text("own", ["a", "b"]).replace("epochs = 3", "epochs = 1"))
     R = tmp / "R"
-    d = main_captured(["run", toml, "--results", R, "--no-progress", "--data-dir", data])
+    d = main_captured(["run", toml, "--results", R, "--no-progress", "--data-dir", data, "--no-report"])
     assert d.rc == 0, d.err
+    assert not (R / "own" / "table.csv").exists()
     return R
 
 
 @pytest.fixture
 def R(done, tmp_path) -> Path:
     return Path(shutil.copytree(done, tmp_path / "R"))
+
+
+@pytest.fixture(autouse=True)
+def _figures_not_rendered(monkeypatch):
+    """``zoo report`` here builds every figure from the records it kept, then writes a 1x1 PNG in place of
+    rendering it: these tests check which run is left out and that the tables and README are written;
+    test_using_runs.test_every_plot_renders_with_titled_axes renders the figures."""
+    import io
+    from PIL import Image
+    from seq2seq_zoo.report import plots
+    from seq2seq_zoo.utils import atomic_write_bytes
+    buf = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(buf, "PNG")
+
+    def blank(fig, path):
+        plots.plt.close(fig)
+        atomic_write_bytes(path, buf.getvalue())
+        return path
+    monkeypatch.setattr(plots, "save_figure", blank)
 
 
 def _rows(path: Path) -> list[dict]:

@@ -22,17 +22,22 @@ from conftest import tiny_experiment, write_dialogsum
 from test_crash_safety import assert_same_result
 
 TIMEOUT = 300
-GRID_RUNS = '[[runs]]\nname = "a"\nseeds = [1, 2]\n\n[[runs]]\nname = "b"\nseeds = [1, 2]\n'
+def _grid_runs(seeds: tuple[int, ...]) -> str:
+    s = ", ".join(map(str, seeds))
+    return f'[[runs]]\nname = "a"\nseeds = [{s}]\n\n[[runs]]\nname = "b"\nseeds = [{s}]\n'
+
+
+GRID_RUNS = _grid_runs((1, 2))
 NAMES = ["a-seed1", "a-seed2", "b-seed1", "b-seed2"]
 
 
-def _files(tmp: Path, epochs: int = 5):
-    """``grid`` and ``broken`` on a tiny corpus. 5 epochs for the Slurm scenario: the pre-empted run is stopped
-    right after its first one, with most of its training ahead; what the local launcher is checked for
-    (jobs, states, twins alike) needs one."""
+def _files(tmp: Path, epochs: int = 5, seeds: tuple[int, ...] = (1, 2)):
+    """``grid`` (runs ``a`` and ``b`` with ``seeds``) and ``broken`` on a tiny corpus. 5 epochs for the Slurm
+    scenario: the pre-empted run is stopped right after its first one, with most of its training ahead; what
+    the local launcher is checked for (jobs, states, twins alike) needs one."""
     data = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
     grid = tmp / "grid.toml"
-    grid.write_text(tiny_experiment("grid", GRID_RUNS, data_dir=data, epochs=epochs), encoding="utf-8")
+    grid.write_text(tiny_experiment("grid", _grid_runs(seeds), data_dir=data, epochs=epochs), encoding="utf-8")
     broken = tmp / "broken.toml"
     broken.write_text(tiny_experiment("broken", '[[runs]]\nname = "c"\ndata.dataset = "samsum"\n', seeds=1,
                                       data_dir=data, epochs=1), encoding="utf-8")

@@ -2,13 +2,16 @@
 (tests/slurm_cluster.py installs it when absent, starts it, and stops exactly what it started).
 
 One scenario is shared by the tests: the tiny experiment ``grid`` (runs ``a`` and ``b`` with the very same
-settings, seeds 1 and 2, so ``b-seedN`` is the uninterrupted twin of ``a-seedN``) and the experiment
-``broken`` (one run whose dataset is not in the data folder: a user error) are submitted. Job ``a-seed1``
+settings and one seed, so ``b`` is the uninterrupted twin of ``a``: a job array of two tasks and
+a report job on a node with two CPUs, beside the other experiment's job) and the experiment
+``broken`` (one run whose dataset is not in the data folder: a user error) are submitted. Job ``a``
 is pre-empted mid-training: its ``zoo run`` is paused with SIGSTOP right after its first epoch's
 checkpoint, the job gets submitit's signal through ``scancel --signal=USR2`` (what Slurm sends before a
 time limit), and the run is let go on, so it stops at the next update with its checkpoint. Slurm holds a
 requeued job for a while (its BeginTime); the test lets it start at once. Then the same command is
-submitted again and must submit nothing.
+submitted again and must submit nothing. ``zoo status`` and that second ``zoo run`` run in the test's
+process (they make no job; the second command could not make one there), the first ``zoo run`` in a
+process of its own.
 """
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ import torch
 
 from slurm_cluster import SlurmCluster, install
 from test_crash_safety import assert_same_result
-from test_launcher import NAMES, TIMEOUT, _files, _jobs, _record, _state, _wait, _zoo
+from test_launcher import TIMEOUT, _files, _jobs, _main_captured, _record, _state, _wait, _zoo
+
+NAMES = ["a", "b"]   # grid's runs here (one seed each)
 
 
 # ============================================================================================ Slurm
@@ -65,7 +70,7 @@ def _live(cluster: SlurmCluster) -> list[str]:
 @pytest.fixture(scope="module")
 def scenario(slurm, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("launch_slurm")
-    grid, broken = _files(tmp)
+    grid, broken = _files(tmp, seeds=(1,))
     R = tmp / "R"
     common = ["--launcher", "slurm", "--results", R, "--no-progress", "--time", 10]
     first = _zoo("run", grid, *common)
@@ -74,21 +79,21 @@ def scenario(slurm, tmp_path_factory):
     bad = subprocess.Popen([sys.executable, "-m", "seq2seq_zoo", "run", str(broken), *map(str, common),
                             "--no-report-job", "--wait"], env=dict(os.environ, **slurm.env), cwd=tmp,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # pre-empt a-seed1 mid-training
-    run_dir = R / "grid" / "a-seed1"
+    # pre-empt run a mid-training
+    run_dir = R / "grid" / "a"
     last, lock = run_dir / "checkpoints" / "last.pt", run_dir / ".lock"
-    _wait(last.is_file, "a-seed1's first checkpoint")
+    _wait(last.is_file, "run a's first checkpoint")
     pid = int(lock.read_text().strip())
     os.kill(pid, signal.SIGSTOP)   # its `zoo run`: held right after the first epoch's checkpoint
     loop_at_signal = torch.load(last, weights_only=True)["loop"]
-    job = _jobs(R, "grid")["runs"]["a-seed1"]["job_id"]
+    job = _jobs(R, "grid")["runs"]["a"]["job_id"]
     # scancel delivers at once; while other tasks of the array are pending, Slurm 22.05's scancel also takes
     # the job as "in transition" and sends again every few seconds until it ends, so it is stopped here
     # once the signal has arrived (a time limit's signal comes once)
     scancel = subprocess.Popen(["scancel", "--signal=USR2", job], env=dict(os.environ, **slurm.env),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        log = Path(_wait(lambda: _state(R, "grid", "a-seed1").get("log"), "a-seed1's state"))
+        log = Path(_wait(lambda: _state(R, "grid", "a").get("log"), "run a's state"))
         _wait(lambda: "Caught signal SIGUSR2" in log.read_text(errors="replace"), "submitit's handler", poll=0.05)
     finally:
         scancel.kill()
@@ -106,10 +111,16 @@ def scenario(slurm, tmp_path_factory):
     _wait(lambda: not _live(slurm), "every job to end", poll=0.5)
     bad_out, bad_err = bad.communicate(timeout=TIMEOUT)
     bad = (bad.returncode, bad_out, bad_err)
-    status = _zoo("status", grid, "--results", R)
-    status_broken = _zoo("status", broken, "--results", R)
+    status = _main_captured("status", grid, "--results", R)
+    status_broken = _main_captured("status", broken, "--results", R)
     mtimes = {n: (R / "grid" / n / "record.json").stat().st_mtime_ns for n in NAMES}
-    again = _zoo("run", grid, *common)
+    with pytest.MonkeyPatch.context() as mp:
+        from seq2seq_zoo.launch import submit
+
+        def no_executor(*a, **k):
+            raise AssertionError("the second command made a job executor: it would submit again")
+        mp.setattr(submit, "executor", no_executor)
+        again = _main_captured("run", grid, *common)
     queued_again = _live(slurm)
     return dict(R=R, first=first, bad=bad, job=job, loop=loop_at_signal, status=status, broken=status_broken,
                 again=again, queued_again=queued_again, mtimes=mtimes, log=log, cluster=slurm)
@@ -122,7 +133,7 @@ def test_slurm_ran_one_job_per_run_and_seed_and_every_record_is_there(scenario):
     assert sorted(jobs["runs"]) == NAMES and all(e["launcher"] == "slurm" for e in jobs["runs"].values())
     ids = [jobs["runs"][n]["job_id"] for n in NAMES]
     array = {i.split("_")[0] for i in ids}
-    assert len(array) == 1 and sorted(i.split("_")[1] for i in ids) == ["0", "1", "2", "3"]   # one job array
+    assert len(array) == 1 and sorted(i.split("_")[1] for i in ids) == ["0", "1"]   # one job array
     comp = (s["cluster"].root / "jobcomp.log").read_text()   # Slurm's own job-completion log
     arr = array.pop()
     for n in NAMES:
@@ -145,7 +156,7 @@ def test_slurm_ran_one_job_per_run_and_seed_and_every_record_is_there(scenario):
     table = (R / "grid" / "table.md").read_text(encoding="utf-8")
     assert "a" in table and "b" in table and (R / "grid" / "report.html").is_file()
     assert int(arr) > 0
-    out = _zoo("status", R.parent / "grid.toml", "--results", R)[1]
+    out = _main_captured("status", R.parent / "grid.toml", "--results", R)[1]
     assert "zoo report: job " + jobs["report"]["job_id"] + " ended" in out
 
 
@@ -153,15 +164,15 @@ def test_slurm_ran_one_job_per_run_and_seed_and_every_record_is_there(scenario):
 def test_preempted_job_is_requeued_and_resumes_to_the_uninterrupted_result(scenario):
     R, s = scenario["R"], scenario
     assert not s["loop"]["finished"], "the signal must reach the run mid-training"
-    st = _state(R, "grid", "a-seed1")
+    st = _state(R, "grid", "a")
     assert st["attempt"] == 1 and st["state"] == "done"        # SLURM_RESTART_COUNT: requeued once
     err, out = s["log"].read_text(errors="replace"), Path(st["out"]).read_text(errors="replace")
     assert err.count("Caught signal SIGUSR2") == 1 and "stopped by SIGTERM" in err
     assert out.count("Requeued job") == 1 and "resumed from" in out
-    rec = _record(R, "grid", "a-seed1")
+    rec = _record(R, "grid", "a")
     assert rec["train"]["resumes"] == 1
-    assert_same_result(R, R, exp_a="grid", run_a="a-seed1", exp_b="grid", run_b="b-seed1")
-    assert _record(R, "grid", "b-seed1")["train"]["resumes"] == 0
+    assert_same_result(R, R, exp_a="grid", run_a="a", exp_b="grid", run_b="b")
+    assert _record(R, "grid", "b")["train"]["resumes"] == 0
 
 
 @pytest.mark.slow
@@ -177,7 +188,7 @@ def test_user_error_is_not_requeued_and_status_shows_its_line_and_log(scenario):
     assert "[c] submitted: job " in s["bad"][1] and "zoo report: job" not in s["bad"][1]
     assert not (R / "broken" / "c" / "record.json").exists()
     rc, out, err = s["status"]
-    assert rc == 0 and out.count(" done ") == 4, out
+    assert rc == 0 and out.count(" done ") == len(NAMES), out
 
 
 @pytest.mark.slow
@@ -185,6 +196,6 @@ def test_a_second_submit_trains_nothing(scenario):
     R, s = scenario["R"], scenario
     rc, out, err = s["again"]
     assert rc == 0, err
-    assert out.count("already done") == 4 and "nothing to submit" in out and "submitted" not in out
+    assert out.count("already done") == len(NAMES) and "nothing to submit" in out and "submitted" not in out
     assert s["queued_again"] == []
     assert {n: (R / "grid" / n / "record.json").stat().st_mtime_ns for n in NAMES} == s["mtimes"]

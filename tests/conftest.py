@@ -133,15 +133,40 @@ def run_cli(argv: list[str]) -> int:
         torch.set_num_threads(threads)
 
 
-def trained_tiny_experiment(tmp: Path, name: str, runs: str, epochs: int = 1):
-    """``tiny_experiment`` NAME with RUNS written under TMP beside a tiny DialogSum, and run into
-    TMP/results -> (data_dir, experiment file, results folder)."""
+def trained_tiny_experiment(tmp: Path, name: str, runs: str, epochs: int = 1, seeds: int = 3):
+    """``tiny_experiment`` NAME with RUNS (seed SEEDS) written under TMP beside a tiny DialogSum, and run
+    into TMP/results -> (data_dir, experiment file, results folder)."""
     data_dir = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
     toml = tmp / f"{name}.toml"
-    toml.write_text(tiny_experiment(name, runs, data_dir=data_dir, epochs=epochs), encoding="utf-8")
+    toml.write_text(tiny_experiment(name, runs, seeds=seeds, data_dir=data_dir, epochs=epochs), encoding="utf-8")
     results = tmp / "results"
     assert run_cli(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
     return data_dir, toml, results
+
+
+@pytest.fixture(scope="module")
+def figures_not_rendered():
+    """For a module whose ``zoo run`` / ``zoo report`` calls check tables, notes and records, not figures:
+    every figure is still built from the records, then a 1x1 PNG is written in its place instead of
+    rendering it (most of a tiny report's time). test_using_runs.test_every_plot_renders_with_titled_axes
+    renders and checks them. Module-scoped, so that module fixtures that train run under it too
+    (``pytestmark = pytest.mark.usefixtures("figures_not_rendered")``)."""
+    import io
+
+    from PIL import Image
+
+    from seq2seq_zoo.report import plots
+    from seq2seq_zoo.utils import atomic_write_bytes
+    buf = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(buf, "PNG")
+
+    def blank(fig, path):
+        plots.plt.close(fig)
+        atomic_write_bytes(path, buf.getvalue())
+        return path
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plots, "save_figure", blank)
+        yield
 
 
 def tiny_experiment(name: str, runs: str, *, seeds: int = 3, data_dir=None, description: str | None = None,

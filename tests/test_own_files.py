@@ -14,6 +14,8 @@ from seq2seq_zoo.errors import DamagedFile
 from seq2seq_zoo.results import check_run_files, read_checked, read_predictions, read_scores
 from test_crash_safety import exp_text, main_captured, one_line, write_exp
 
+pytestmark = pytest.mark.usefixtures("figures_not_rendered")   # the checks read tables, not figures
+
 
 @pytest.fixture(scope="module")
 def done(tmp_path_factory):
@@ -32,25 +34,6 @@ def done(tmp_path_factory):
 @pytest.fixture
 def R(done, tmp_path) -> Path:
     return Path(shutil.copytree(done, tmp_path / "R"))
-
-
-@pytest.fixture(autouse=True)
-def _figures_not_rendered(monkeypatch):
-    """``zoo report`` here builds every figure from the records it kept, then writes a 1x1 PNG in place of
-    rendering it: these tests check which run is left out and that the tables and README are written;
-    test_using_runs.test_every_plot_renders_with_titled_axes renders the figures."""
-    import io
-    from PIL import Image
-    from seq2seq_zoo.report import plots
-    from seq2seq_zoo.utils import atomic_write_bytes
-    buf = io.BytesIO()
-    Image.new("RGB", (1, 1)).save(buf, "PNG")
-
-    def blank(fig, path):
-        plots.plt.close(fig)
-        atomic_write_bytes(path, buf.getvalue())
-        return path
-    monkeypatch.setattr(plots, "save_figure", blank)
 
 
 def _rows(path: Path) -> list[dict]:

@@ -10,6 +10,7 @@ import pytest
 from seq2seq_zoo.reuse import drift
 
 RUNS = '[[runs]]\nname = "base"\npe = "sinusoidal"\n'
+pytestmark = pytest.mark.usefixtures("figures_not_rendered")   # the checks read tables and records
 
 
 def _run(argv):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_experiment, write_dialogsum
+from conftest import tiny_experiment, trained_tiny_experiment
 from test_crash_safety import main_captured, one_line
 
 RUNS = '''
@@ -25,12 +25,7 @@ train.average_last = 2
 @pytest.fixture(scope="module")
 def done(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("reliable")
-    data = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
-    toml = tmp / "rel.toml"
-    toml.write_text(tiny_experiment("rel", RUNS, seeds=1, data_dir=data, epochs=2), encoding="utf-8")
-    R = tmp / "R"
-    d = main_captured(["run", toml, "--results", R, "--no-progress"])
-    assert d.rc == 0, d.err
+    data, toml, R = trained_tiny_experiment(tmp, "rel", RUNS, epochs=2, seeds=1)
     run = R / "rel" / "tiny"
     export = tmp / "exported"
     d = main_captured(["export", run, export])

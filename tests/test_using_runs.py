@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_cli, tiny_experiment, write_dialogsum
+from conftest import run_cli, tiny_experiment, trained_tiny_experiment, write_dialogsum
 
 RUNS = '''
 [[runs]]
@@ -30,11 +30,7 @@ choose_k = [1, 2]
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("using_runs")
-    data = write_dialogsum(tmp / "data", n_train=16, n_dev=4, n_test=3)
-    toml = tmp / "u.toml"
-    toml.write_text(tiny_experiment("u", RUNS, seeds=1, data_dir=data, epochs=2), encoding="utf-8")
-    results = tmp / "results"
-    assert run_cli(["run", str(toml), "--results", str(results), "--no-progress"]) == 0
+    data, toml, results = trained_tiny_experiment(tmp, "u", RUNS, epochs=2, seeds=1)
     return {"tmp": tmp, "data": data, "toml": toml, "exp": results / "u", "run": results / "u" / "tiny"}
 
 

@@ -376,12 +376,22 @@ def test_summarize_on_damaged_run_files_exit_2_naming_the_file(finished, tmp_pat
     assert rc == 2 and str(bad) in msg, msg
 
 
-@pytest.mark.parametrize("how", ["truncated", "empty", "edited"])
-def test_resume_from_damaged_last_checkpoint_exit_2_names_it(corpus, tmp_path, capsys, how):
+@pytest.fixture(scope="module")
+def one_epoch(corpus):
+    """A finished one-epoch run `t/a` (its experiment file and results folder), copied by each test that
+    damages it."""
     tmp, data = corpus
-    toml = write_exp(tmp_path / "t.toml", exp_text("t", ["a"], run_extra="train.epochs = 1\n"))
-    R = tmp_path / "R"
-    assert main(_run_args(toml, R, data)) == 0
+    toml = write_exp(tmp / "t.toml", exp_text("t", ["a"], run_extra="train.epochs = 1\n"))
+    R = tmp / "R_one_epoch"
+    done = main_captured(_run_args(toml, R, data))
+    assert done.rc == 0, done.err
+    return toml, R
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "edited"])
+def test_resume_from_damaged_last_checkpoint_exit_2_names_it(corpus, one_epoch, tmp_path, capsys, how):
+    tmp, data = corpus
+    toml, R = one_epoch[0], _copy_tree(one_epoch[1], tmp_path / "R")
     last = R / "t" / "a" / "checkpoints" / "last.pt"
     (R / "t" / "a" / "record.json").unlink()
     if how == "edited":
@@ -635,8 +645,10 @@ def test_two_reports_and_a_writing_run_leave_every_table_whole(finished, tmp_pat
     threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
     for t in threads:
         t.start()
-    try:  # two processes, each running `zoo report` REPEAT times, side by side
-        code = ("import sys; from seq2seq_zoo.cli import main; "
+    try:  # two processes, each running `zoo report` REPEAT times, side by side; what is read here is the
+        # tables, so the plots are not rendered (each figure is still made, then closed): most of a report's time
+        code = ("import sys; from seq2seq_zoo.cli import main; import seq2seq_zoo.report.plots as P; "
+                "P.save_figure = lambda fig, path: (P.plt.close(fig), path)[1]; "
                 f"sys.exit(max(main(['report', '--results', {str(R)!r}]) for _ in range({REPEAT})))")
         procs = [subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -685,7 +697,7 @@ def test_records_name_the_command_as_a_user_types_it(corpus, tmp_path):
     assert invocation(["/x/train.py", "--lr", "1"]) == "/x/train.py --lr 1"
     assert invocation([str(tmp_path / "__main__.py"), "run"]) == f"{tmp_path / '__main__.py'} run"   # not ours
     tmp, data = corpus
-    toml = write_exp(tmp_path / "one.toml", exp_text("one", ["a"]))
+    toml = write_exp(tmp_path / "one.toml", exp_text("one", ["a"], run_extra="train.epochs = 1\n"))
     done = main_captured(_run_args(toml, tmp_path / "R", data))
     assert done.rc == 0, done.err
     assert record(tmp_path / "R", "one", "a")["command"] == "zoo " + " ".join(_run_args(toml, tmp_path / "R", data))
@@ -696,7 +708,7 @@ def test_every_run_of_one_zoo_run_records_the_commit_the_process_started_with(co
     commit changes while run `a` trains), so both records name the commit of the process's start."""
     import seq2seq_zoo.utils.version as utils
     tmp, data = corpus
-    toml = write_exp(tmp_path / "two.toml", exp_text("two", ["a", "b"]))
+    toml = write_exp(tmp_path / "two.toml", exp_text("two", ["a", "b"], run_extra="train.epochs = 1\n"))
     calls = []
 
     def moving_checkout(package_dir=None):

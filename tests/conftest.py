@@ -4,6 +4,7 @@ Everything here is small on purpose: the suite runs on 2 busy CPU cores.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 from pathlib import Path
@@ -144,13 +145,12 @@ def trained_tiny_experiment(tmp: Path, name: str, runs: str, epochs: int = 1, se
     return data_dir, toml, results
 
 
-@pytest.fixture(scope="module")
-def figures_not_rendered():
-    """For a module whose ``zoo run`` / ``zoo report`` calls check tables, notes and records, not figures:
-    every figure is still built from the records, then a 1x1 PNG is written in its place instead of
-    rendering it (most of a tiny report's time). test_using_runs.test_every_plot_renders_with_titled_axes
-    renders and checks them. Module-scoped, so that module fixtures that train run under it too
-    (``pytestmark = pytest.mark.usefixtures("figures_not_rendered")``)."""
+@contextlib.contextmanager
+def figures_unrendered():
+    """While it lasts, every report figure is still built from the records, then a 1x1 PNG is written in its
+    place instead of rendering it (most of a tiny report's time): for ``zoo run`` / ``zoo report`` calls
+    whose checks read tables, notes and records, not figures.
+    test_using_runs.test_every_plot_renders_with_titled_axes renders and checks them."""
     import io
 
     from PIL import Image
@@ -166,6 +166,14 @@ def figures_not_rendered():
         return path
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(plots, "save_figure", blank)
+        yield
+
+
+@pytest.fixture(scope="module")
+def figures_not_rendered():
+    """``figures_unrendered`` for a whole module, its module fixtures that train included
+    (``pytestmark = pytest.mark.usefixtures("figures_not_rendered")``)."""
+    with figures_unrendered():
         yield
 
 

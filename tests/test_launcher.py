@@ -80,9 +80,7 @@ def _zoo(*args) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
     """``grid``'s seed-1 runs (a-seed1 and its twin b-seed1) through the local launcher, then again. The
-    second command runs in this process (no torch import of its own), where no job may be made: were
-    submitit's executor asked for one, the command would fail instead of submitting."""
-    from seq2seq_zoo.launch import submit
+    second command runs in this process (no torch import of its own), where it can make no job."""
     tmp = tmp_path_factory.mktemp("launch_local")
     grid, _ = _files(tmp, epochs=1)
     R = tmp / "R"
@@ -90,10 +88,7 @@ def local(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLURM_CONF", str(tmp / "no-slurm.conf"))   # a Slurm client would fail: none is used
         first = _zoo(*args)
-
-        def no_executor(*a, **k):
-            raise AssertionError("the second command made a job executor: it would submit again")
-        mp.setattr(submit, "executor", no_executor)
+        _without_executor(mp)
         again = _main_captured(*args)
     return dict(R=R, first=first, again=again)
 
@@ -131,6 +126,16 @@ def test_launcher_options_merge_command_line_over_experiment_over_user_config():
     assert o.resources(4) == (None, 4)      # --nproc 4 on GPUs: four GPUs
     o.gpus_per_job = 0
     assert o.resources(4) == (4, 0)         # on CPUs: four CPUs for the four workers
+
+
+def _without_executor(mp: pytest.MonkeyPatch) -> None:
+    """Makes asking for a submitit executor fail (an AssertionError out of the command): a ``zoo run`` in the
+    test's process must not submit, where submitit's executors would share its standard streams."""
+    from seq2seq_zoo.launch import submit
+
+    def no_executor(*a, **k):
+        raise AssertionError("the command made a job executor: it would submit again")
+    mp.setattr(submit, "executor", no_executor)
 
 
 def _main_captured(*args) -> tuple[int, str, str]:

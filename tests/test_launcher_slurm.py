@@ -27,7 +27,7 @@ import torch
 
 from slurm_cluster import SlurmCluster, install
 from test_crash_safety import assert_same_result
-from test_launcher import TIMEOUT, _files, _jobs, _main_captured, _record, _state, _wait, _zoo
+from test_launcher import TIMEOUT, _files, _jobs, _main_captured, _record, _state, _wait, _without_executor, _zoo
 
 NAMES = ["a", "b"]   # grid's runs here (one seed each)
 
@@ -115,11 +115,7 @@ def scenario(slurm, tmp_path_factory):
     status_broken = _main_captured("status", broken, "--results", R)
     mtimes = {n: (R / "grid" / n / "record.json").stat().st_mtime_ns for n in NAMES}
     with pytest.MonkeyPatch.context() as mp:
-        from seq2seq_zoo.launch import submit
-
-        def no_executor(*a, **k):
-            raise AssertionError("the second command made a job executor: it would submit again")
-        mp.setattr(submit, "executor", no_executor)
+        _without_executor(mp)
         again = _main_captured("run", grid, *common)
     queued_again = _live(slurm)
     return dict(R=R, first=first, bad=bad, job=job, loop=loop_at_signal, status=status, broken=status_broken,

@@ -65,7 +65,8 @@ def _run_args(toml, R, data, *extra):
 @pytest.fixture(scope="module")
 def preempted(corpus, finished):
     """`zoo run` of `two --only a` (the reference is `two/a` of `finished`), sent SIGTERM as soon as its first
-    per-epoch checkpoint appears (mid-training), then continued with `--resume` to the end."""
+    per-epoch checkpoint appears (mid-training), then continued with `--resume` to the end (--no-report: the
+    run's own files are compared)."""
     tmp, data = corpus
     toml = write_exp(tmp / "two_term.toml", exp_text("two", ["a", "b"]))
     R = tmp / "R_term"
@@ -79,7 +80,7 @@ def preempted(corpus, finished):
     loop = torch.load(last, weights_only=True)["loop"] if last.is_file() else None
     rec_after = (R / "two" / "a" / "record.json").exists()
     lock_after = (R / "two" / "a" / ".lock").exists()
-    resumed = run_zoo(args + ["--resume"], tmp)
+    resumed = run_zoo(args + ["--resume", "--no-report"], tmp)
     return dict(R=R, hit=hit, stopped=stopped, loop=loop, record_after=rec_after, lock_after=lock_after,
                 resumed=resumed)
 
@@ -239,7 +240,8 @@ def test_zoo_run_nproc_2_sigterm_to_the_launcher_exits_143_and_resumes(corpus, t
     assert "SIGTERM" in err and "--resume" in err
     loop = torch.load(last, weights_only=True)["loop"]
     assert not loop["finished"] and not (R / "d" / "a" / "record.json").exists()
-    r = subprocess.run(args + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(args + ["--resume", "--no-report"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 0, r.stderr
     rec = record(R, "d", "a")
     assert rec["train"]["steps"] == 24 and rec["train"]["resumes"] == 1 and rec["train"]["world_size"] == 2

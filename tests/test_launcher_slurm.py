@@ -20,6 +20,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,9 @@ def scenario(slurm, tmp_path_factory):
     # Slurm holds a requeued job (BeginTime, two minutes in 22.05): let it start now if it waits for that
     try:
         _wait(lambda: any(ln.startswith(f"{job} PENDING") for ln in _live(slurm)), "the requeued job", 20, 0.2)
+        # slurmd refuses to launch a job whose credential was revoked (by the requeue) in the same second as
+        # the new credential was made ("Job credential revoked"): the job would fail instead of starting
+        time.sleep(1.2)
         subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=dict(os.environ, **slurm.env),
                        capture_output=True, timeout=60)
     except AssertionError:

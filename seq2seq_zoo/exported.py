@@ -157,12 +157,9 @@ def safetensors_header(path: str | Path) -> dict[str, dict]:
 def _expected(spec, n_words: int, options: dict, where: Path):
     """{name: (shape, dtype code)} of the model's state and the bytes of every tensor it holds, from the
     model built on the meta device (no memory)."""
-    import torch
-
-    from seq2seq_zoo.models.base import build_model, model_context
+    from seq2seq_zoo.models.base import build_on_meta, model_context
     try:
-        with torch.device("meta"):
-            model = build_model(spec.model, model_context(n_words, spec.data), options)
+        model = build_on_meta(spec.model, model_context(n_words, spec.data), options)
     except UserError as e:
         raise BadExport(f"{where}: {e}") from None
     except Exception as e:  # noqa: BLE001 - a model option of the wrong type fails anywhere in a constructor

@@ -224,10 +224,9 @@ def cmd_average(args) -> int:
 
 
 def cmd_params(args) -> int:
-    import torch
 
     from seq2seq_zoo.config import load_experiment
-    from seq2seq_zoo.models.base import build_model, count_parameters, model_context
+    from seq2seq_zoo.models.base import build_on_meta, count_parameters, model_context
     from seq2seq_zoo.report.tables import params_table, to_markdown
     from seq2seq_zoo.runner import prepare_data
 
@@ -238,8 +237,7 @@ def cmd_params(args) -> int:
         key = repr(spec.data)
         if key not in vocabs:  # runs sharing data settings share the vocabulary
             vocabs[key] = len(prepare_data(spec, args.data_dir, log=lambda *_: None)[0])
-        with torch.device("meta"):
-            model = build_model(spec.model, model_context(vocabs[key], spec.data), spec.model_options)
+        model = build_on_meta(spec.model, model_context(vocabs[key], spec.data), spec.model_options)
         rows.append({"run": spec.name, "seed": spec.seed, "model": spec.model, "data": {"vocab_size": vocabs[key]},
                      "params": count_parameters(model)})
     print(to_markdown(params_table(rows)), end="")

@@ -178,12 +178,9 @@ def option_type_problem(dataset: str, options: dict) -> tuple[str, str] | None:
 def _try_build(ctx, label: str, model: str, options: dict, data: DataConfig) -> None:
     """Build the model on the meta device (no memory, no time) so inconsistent options (heads that do
     not divide d_model, ...) stop here, before any data is read or trained on."""
-    import torch
-
-    from seq2seq_zoo.models.base import build_model, model_context
+    from seq2seq_zoo.models.base import build_on_meta, model_context
     try:
-        with torch.device("meta"):
-            build_model(model, model_context(data.vocab_size or 1000, data), options)
+        build_on_meta(model, model_context(data.vocab_size or 1000, data), options)
     except (ValueError, TypeError, RuntimeError, ZeroDivisionError, OverflowError, IndexError, KeyError) as e:
         # point at the option the message names last (e.g. "d_model 32 is not divisible by heads 3")
         named = [(str(e).rfind(k), k) for k in options if re.search(rf"\b{re.escape(k)}\b", str(e))]

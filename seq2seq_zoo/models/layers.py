@@ -135,13 +135,15 @@ class MultiHeadAttention(nn.Module):
 
 def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(pos / base^(2i/d)) (section 3.5).
-    base = 10000 in the paper; the T_max variant (H. Li et al. 2019) uses the maximum length. Computed on the
-    CPU whatever the default device (a fixed table; the model's ``.to`` moves it): on the meta device torch
-    would run these ops through its reference implementations, importing torch._dynamo for nothing."""
-    pos = torch.arange(max_len, dtype=torch.float64, device="cpu").unsqueeze(1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu")
+    base = 10000 in the paper; the T_max variant (H. Li et al. 2019) uses the maximum length. Built on the
+    meta device (a shape check), the table is left without values: torch would run these ops through its
+    reference implementations there, importing torch._dynamo for nothing."""
+    if torch.get_default_device().type == "meta":
+        return torch.empty(max_len, d_model)
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
     angle = pos / base ** (two_i / d_model)
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64, device="cpu")
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
     return pe.float()

@@ -304,9 +304,9 @@ _TENSOR_INITS = ("normal_", "uniform_", "log_normal_", "exponential_", "geometri
 @contextlib.contextmanager
 def _values_skipped_on_meta():
     """Within the block, filling a meta tensor with values is a no-op. A meta tensor holds no values, yet
-    torch runs an initialiser on one through its reference implementations, which import ``torch._dynamo``:
-    about 2.5 s of every process that checks an experiment file's models, for nothing. Tensors on real
-    devices are filled as usual."""
+    torch runs an initialiser on one through its reference implementations, which import ``torch._dynamo``
+    (seconds of every process that checks an experiment file's models, for nothing; docs/performance.md,
+    "Start-up of a zoo process"). Tensors on real devices are filled as usual."""
     saved = []
 
     def skip(owner, name):

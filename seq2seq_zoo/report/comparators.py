@@ -9,6 +9,12 @@ FAMILIES = {
     "gru": "recurrent", "bahdanau": "recurrent", "bilstm": "recurrent",
     "pointer_generator": "pointer-generator",
 }
+def row_key(row: dict) -> str:
+    """The dataset key of a leaderboard row (``DATASET_NAMES``, ``PUBLISHED``, ``TARGETS``): the dataset, or
+    ``<dataset>_headline`` for its headline task."""
+    return f"{row['dataset']}_headline" if row.get("task") == "headline" else row["dataset"]
+
+
 DATASET_NAMES = {"dialogsum": "DialogSum", "samsum": "SAMSum", "gigaword": "Gigaword",
                  "cnn_dailymail_see": "CNN (See et al.'s tokenized CNN/DailyMail, CNN stories)",
                  "cnn_dailymail": "CNN/DailyMail", "inshorts": "Inshorts (article -> summary)",

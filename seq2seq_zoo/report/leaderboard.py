@@ -23,7 +23,7 @@ import numpy as np
 
 from seq2seq_zoo import stats
 from seq2seq_zoo.report import selection, significance
-from seq2seq_zoo.report.comparators import DATASET_NAMES, FAMILIES, PUBLISHED  # noqa: F401 (re-exported)
+from seq2seq_zoo.report.comparators import DATASET_NAMES, FAMILIES, PUBLISHED, row_key  # noqa: F401 (re-exported)
 from seq2seq_zoo.report.extras import with_decodes
 from seq2seq_zoo.report.scope import tracked_filter
 from seq2seq_zoo.report.tables import convergence
@@ -296,7 +296,7 @@ def leaderboard_markdown(entries: list[Entry], rows: list[dict] | None = None) -
         if d in PUBLISHED:
             out += [f"Published: {_published_text(d)}.", ""]
         out += dataset_table(es) + [""]
-        marks = [r for r in rows if _key(r) == d and r.get("mark") not in (None, "agrees")]
+        marks = [r for r in rows if row_key(r) == d and r.get("mark") not in (None, "agrees")]
         for r in marks:
             out += [f"- `{r['folder']}` marks decoding `{r['marked_decoding']}` as its headline for `{r['run']}`: "
                     + ("no stored validation score confirms it, so the run's own decoding is shown."
@@ -323,10 +323,6 @@ def per_run(entries: list[Entry]) -> list[Entry]:
                                                                                                               None, [])
         out.append(win or own)
     return out
-
-
-def _key(r: dict) -> str:
-    return f"{r['dataset']}_headline" if r["task"] == "headline" else r["dataset"]
 
 
 def _candidate(e: Entry) -> dict:
@@ -417,9 +413,9 @@ def _fmt_val(r: dict) -> str:
 def headline_markdown(rows: list[dict], prefix: str = "results/") -> str:
     lines = ["| dataset | chosen on validation: run (model) | validation | ROUGE-1 mean ± sd | seeds | 95% CI | "
              "over LEAD [95% CI] | results |", "|---|---|---|---|---|---|---|---|"]
-    for d in dict.fromkeys(_key(r) for r in rows):
+    for d in dict.fromkeys(row_key(r) for r in rows):
         name = DATASET_NAMES.get(d, d)
-        for r in (r for r in rows if _key(r) == d):
+        for r in (r for r in rows if row_key(r) == d):
             if r["run"] is None:
                 lines.append(f"| {name} | {r['family']}: none chosen ({r['reason']}; {len(r['candidates'])} "
                              "candidates) | | | | | | |")

@@ -9,12 +9,7 @@ test mean, so a target is met or missed by the system a reader would pick withou
 """
 from __future__ import annotations
 
-from seq2seq_zoo.report.comparators import DATASET_NAMES, TARGETS
-
-
-def key(row: dict) -> str:
-    """The leaderboard's dataset key of a row: ``inshorts_headline`` for the headline task."""
-    return f"{row['dataset']}_headline" if row.get("task") == "headline" else row["dataset"]
+from seq2seq_zoo.report.comparators import DATASET_NAMES, TARGETS, row_key
 
 
 def judge(target: float | str, row: dict) -> tuple[str, float | None]:
@@ -38,7 +33,7 @@ def target_rows(rows: list[dict]) -> list[dict]:
     """One entry per dataset with a target: the target, the family's chosen row and the verdict."""
     out = []
     for d, (target, family, note) in TARGETS.items():
-        row = next((r for r in rows if key(r) == d and r.get("family") == family), None)
+        row = next((r for r in rows if row_key(r) == d and r.get("family") == family), None)
         if row is None:
             continue
         verdict, gap = judge(target, row)

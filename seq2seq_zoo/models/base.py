@@ -284,7 +284,7 @@ def build_model(name: str, context: dict[str, Any], options: dict[str, Any]) -> 
     if bad:
         raise TypeError(f"model '{name}' has no option '{bad[0]}'.{did_you_mean(bad[0], known)}")
     try:
-        model = (factory.create if inspect.isclass(factory) else factory)(**kwargs, **options)
+        model = MODELS.create(name, **kwargs, **options)   # a class's ``create`` classmethod, else the factory
     except AttributeError as e:
         if "before Module.__init__() call" in str(e):  # torch's message for a module set too early
             raise _broken(name, factory, "__init__ must call super().__init__() before it sets any attribute "

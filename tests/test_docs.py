@@ -130,7 +130,7 @@ def test_headline_table_is_built_from_leaderboard_json():
     assert strip(json.loads(lb.dumps_json(rows))) == strip(board["rows"]), "leaderboard.json is stale: run `zoo report`"
     readme = {(r[0], r[1]): r for r in _headline_rows()}
     for r in board["rows"]:
-        name = lb.DATASET_NAMES.get(lb._key(r), lb._key(r))
+        name = lb.DATASET_NAMES.get(lb.row_key(r), lb.row_key(r))
         got = [v for (d, what), v in readme.items() if d == name and what.startswith(f"{r['family']}:")]
         assert got, f"{name}/{r['family']}: row missing from README's headline"
         if r["run"] is None or r["family"] == "LEAD":

@@ -17,9 +17,9 @@ import re
 from typing import Any
 
 from seq2seq_zoo.config.toml_lines import Where
-from seq2seq_zoo.config.values import option_problem
+from seq2seq_zoo.config.values import objective_option_problem
 from seq2seq_zoo.errors import ConfigError
-from seq2seq_zoo.registry import did_you_mean, objective_options
+from seq2seq_zoo.registry import objective_options
 
 
 def stored_spelling(ctx: Where, raw: dict) -> dict:
@@ -58,13 +58,10 @@ def stored_layer(ctx: Where, layer: Any, label: str) -> Any:
             raise _fail(ctx, key, f"must be a table of the objective's options, e.g. train.{objective} = "
                         f"{{ {next(iter(options))} = ... }}, not {type(table).__name__} {table!r}")
         for name, value in table.items():
-            opt = options.get(name)
-            if opt is None:
-                raise _fail(ctx, f"{key}.{name}", f"unknown option of objective '{objective}'.{did_you_mean(name, options)} "
-                            f"Valid: {', '.join(options)}")
-            problem = option_problem(opt, value)
+            problem = objective_option_problem(objective, options, name, value)
             if problem:
                 raise _fail(ctx, f"{key}.{name}", problem)
+            opt = options[name]
             if opt.stored is None:   # kept as the objective's table (a new objective's option)
                 train.setdefault(objective, {})[name] = value
             elif opt.stored in layer["train"]:

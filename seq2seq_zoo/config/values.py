@@ -79,15 +79,20 @@ def option_problem(opt, value) -> str | None:
     return opt.problem(value)
 
 
+def objective_option_problem(objective: str, options: dict, name: str, value) -> str | None:
+    """What is wrong with ``train.<objective>.<name> = value`` (an unknown option, or ``option_problem``);
+    None: nothing."""
+    if name not in options:
+        return f"unknown option of objective '{objective}'.{did_you_mean(name, options)} Valid: {', '.join(options)}"
+    return option_problem(options[name], value)
+
+
 def _objective_table(ctx: Where, key: str, objective: str, options: dict, table) -> None:
     """An objective's table as specs and records hold it (its options without a stored field)."""
     if not isinstance(table, dict):
         raise ctx.fail(key, f"must be a table of objective '{objective}''s options, not {type(table).__name__}")
     for k, v in table.items():
-        if k not in options:
-            raise ctx.fail(f"{key}.{k}", f"unknown option of objective '{objective}'.{did_you_mean(k, options)} "
-                           f"Valid: {', '.join(options)}")
-        problem = option_problem(options[k], v)
+        problem = objective_option_problem(objective, options, k, v)
         if problem:
             raise ctx.fail(f"{key}.{k}", problem)
 
@@ -141,7 +146,7 @@ def build_section(cls, values: dict, prefix: str, ctx):
             valid = [*fields, *extra, *tables]
             raise ctx.fail(f"{prefix}.{k}", f"unknown key in [{prefix}].{did_you_mean(k, valid)} "
                            f"Valid keys: {', '.join(valid)}")
-        tp = hints[k] if k in fields else (float if extra[k] is float else extra[k])
+        tp = hints[k] if k in fields else extra[k]
         if not type_ok(v, tp):
             raise ctx.fail(f"{prefix}.{k}", f"expected {type_name(tp)}, got {type(v).__name__} {v!r}")
         _check_value(ctx, f"{prefix}.{k}", v, next(s for s, c in SECTIONS.items() if c is cls))

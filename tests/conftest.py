@@ -11,7 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import submitit  # noqa: F401  (imported first: see below)
 import torch
+
+# submitit configures logging when it is imported (logging.config.dictConfig), which closes every logging
+# handler made so far; absl's handler (absl is imported by rouge-score) then closes its stream unless it
+# is the current sys.stderr. Imported for the first time inside a test that redirects sys.stderr (a
+# command run in the test's process with its output captured), it closed pytest's own capture file, and
+# every later test of that pytest-xdist worker failed in its setup ("I/O operation on closed file").
+# Imported here, before absl, it has no such handler to close.
 
 from seq2seq_zoo.data.batching import Encoded, collate, encode_examples
 from seq2seq_zoo.data.corpora import Example

@@ -2,8 +2,9 @@
 `zoo summarize` on arbitrary input; the helpers and the tiny experiment the other failure tests share
 (test_bad_experiment_files.py, test_bad_data.py, test_non_finite_loss.py, test_preemption_and_damaged_files.py).
 
-Cost: every subprocess pays for importing torch, so the subprocess scenarios are grouped into a few
-module-scoped fixtures that run their processes side by side (one uninterrupted reference run serves the
+Cost: the `zoo` processes are forked from a server that has imported torch and the package
+(tests/zoo_process.py), and the scenarios are grouped into a few module-scoped fixtures that run their
+processes side by side (one uninterrupted reference run serves the
 crash, concurrency, safe-loading and summarize tests). Everything else calls ``seq2seq_zoo.cli.main``
 in-process on the tiny corpus from conftest.
 """
@@ -25,10 +26,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import zoo_process
 from conftest import write_dialogsum
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.train.objectives import CrossEntropy
 from seq2seq_zoo.utils import UnsafeCheckpoint, load_checkpoint
+from zoo_process import ZooProcess
 
 CPU = torch.device("cpu")
 TIMEOUT = 300  # per subprocess; a hang fails the test instead of blocking CI
@@ -91,37 +94,31 @@ def _env() -> dict:
     return env
 
 
-def zoo(*args) -> list[str]:
-    return [sys.executable, "-m", "seq2seq_zoo", *map(str, args)]
+def start(args, cwd: Path, tag: str) -> ZooProcess:
+    """`zoo ARGS` in the background, a process of its own (forked from a server that has imported torch
+    and the package: tests/zoo_process.py); stdout/stderr go to files (no pipe can fill up and block it)."""
+    return ZooProcess(args, cwd, _env(), cwd / f"{tag}.out", cwd / f"{tag}.err")
 
 
-def start(args, cwd: Path, tag: str) -> subprocess.Popen:
-    """`zoo ARGS` in the background; stdout/stderr go to files (no pipe can fill up and block it)."""
-    out, err = open(cwd / f"{tag}.out", "wb"), open(cwd / f"{tag}.err", "wb")
-    p = subprocess.Popen(zoo(*args), cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-    p.tag, p.files = tag, (out, err)
-    return p
-
-
-def finish(p: subprocess.Popen, cwd: Path) -> Done:
+def finish(p: ZooProcess, cwd: Path) -> Done:
     try:
         p.wait(TIMEOUT)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
-    for f in p.files:
-        f.close()
-    return Done(p.returncode, (cwd / f"{p.tag}.out").read_text(errors="replace"),
-                (cwd / f"{p.tag}.err").read_text(errors="replace"))
+    return Done(p.returncode, *p.texts())
+
+
+_runs = 0
 
 
 def run_zoo(args, cwd: Path, stdin: bytes | None = None) -> Done:
-    r = subprocess.run(zoo(*args), cwd=cwd, env=_env(), input=stdin if stdin is not None else b"",
-                       capture_output=True, timeout=TIMEOUT)
-    return Done(r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace"))
+    global _runs
+    _runs += 1
+    return Done(*zoo_process.run(args, cwd, _env(), Path(cwd) / f"run{_runs}", stdin or b"", TIMEOUT))
 
 
-def wait_for(cond, p: subprocess.Popen, timeout: float = TIMEOUT) -> bool:
+def wait_for(cond, p, timeout: float = TIMEOUT) -> bool:
     """Poll ``cond()`` every 2 ms while ``p`` runs; False if ``p`` ended (or time ran out) first."""
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import zoo_process
 from conftest import tiny_encoded, tiny_experiment, tiny_transformer, write_dialogsum
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import TrainConfig
@@ -217,11 +219,10 @@ def test_zoo_run_nproc_2_matches_one_process_and_only_rank_0_writes(tmp_path):
     common = ["--data-dir", data, "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k not in ("ZOO_DATA", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
-    p = subprocess.run([sys.executable, "-m", "seq2seq_zoo", "run", str(toml), "--nproc", "2",
-                        "--results", str(tmp_path / "R2"), *map(str, common)], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.count("done in") == 1                     # ranks > 0 keep quiet
+    rc, out, err = zoo_process.run(["run", toml, "--nproc", "2", "--results", tmp_path / "R2", *common], tmp_path,
+                                   env, tmp_path / "zoo")
+    assert rc == 0, out + err
+    assert out.count("done in") == 1                          # ranks > 0 keep quiet
     assert _main(["run", toml, "--results", tmp_path / "R1", *common, "--no-report"]) == 0   # R2's report is checked
     one, two = (json.loads((tmp_path / R / "ddp" / "r" / "record.json").read_text()) for R in ("R1", "R2"))
     assert two["train"]["world_size"] == 2 and one["train"]["world_size"] == 1
@@ -320,23 +321,36 @@ raise SystemExit(distributed.end_process(0))
 '''
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.mark.slow
 def test_two_rank_runs_that_finish_cleanly_exit_0_every_time(tmp_path):
     """The end of `zoo run --nproc 2` (train with DDP, shutdown(wait=True), end_process), 6 two-rank
-    torchrun launches, two at a time: every one exits 0. Without end_process (the interpreter's own
-    teardown after destroy_process_group) the same program aborted 7 of 30 launches on a 2-core machine
+    launches, two at a time: every rank exits 0. Without end_process (the interpreter's own teardown after
+    destroy_process_group) the same program aborted 7 of 30 torchrun launches on a 2-core machine
     ("terminate called without an active exception", a rank's exit -6), so 6 launches catch that
     regression 4 times in 5 (1 - (23/30)^6); end_process itself is checked exactly by
-    test_end_process_after_leaving_the_group_flushes_and_exits_with_the_code_without_teardown."""
+    test_end_process_after_leaving_the_group_flushes_and_exits_with_the_code_without_teardown. The two ranks
+    are started here with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR/PORT), without its agent
+    process: what exits is the rank's own interpreter either way, and each rank's status is seen directly."""
     script = tmp_path / "two_ranks.py"
     script.write_text(_TWO_RANK_SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     env = {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
     failures = []
     for _ in range(3):
-        procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(2)]
+        procs = []
+        for _ in range(2):
+            port = str(_free_port())
+            procs += [subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, text=True,
+                                       env=dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(r),
+                                                LOCAL_RANK=str(r), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2"))
+                      for r in range(2)]
         for p in procs:
             _, err = p.communicate(timeout=300)
             if p.returncode:

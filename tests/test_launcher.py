@@ -11,13 +11,13 @@ import contextlib
 import io
 import json
 import os
-import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+import zoo_process
 from conftest import tiny_experiment, write_dialogsum
 from test_crash_safety import assert_same_result
 
@@ -68,12 +68,13 @@ def _record(R: Path, exp: str, run: str) -> dict:
 
 
 def _zoo(*args) -> tuple[int, str, str]:
-    """``zoo ARGS`` as a process of its own (with this process's environment), as a user runs it, with its
-    output: submitit's executors must not share a pytest-xdist worker's captured standard streams (run in
-    the worker's process, they left those closed for the worker's later tests)."""
-    got = subprocess.run([sys.executable, "-m", "seq2seq_zoo", *map(str, args)], capture_output=True, text=True,
-                         cwd=str(Path(__file__).resolve().parents[1]), timeout=900)
-    return got.returncode, got.stdout, got.stderr
+    """``zoo ARGS`` as a process of its own (with this process's environment, from the checkout's folder), as a
+    user runs it, with its output: submitit's executors must not share a pytest-xdist worker's captured
+    standard streams (run in the worker's process, they left those closed for the worker's later tests). The
+    process is forked from a server that has imported torch and the package (tests/zoo_process.py)."""
+    with tempfile.TemporaryDirectory() as d:
+        return zoo_process.run(args, Path(__file__).resolve().parents[1], dict(os.environ), Path(d) / "zoo",
+                               timeout=900)
 
 
 # ============================================================================================ local

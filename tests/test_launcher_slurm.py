@@ -19,7 +19,6 @@ import os
 import pickle
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import torch
 from slurm_cluster import SlurmCluster, install
 from test_crash_safety import assert_same_result
 from test_launcher import TIMEOUT, _files, _jobs, _main_captured, _record, _state, _wait, _without_executor, _zoo
+from zoo_process import ZooProcess
 
 NAMES = ["a", "b"]   # grid's runs here (one seed each)
 
@@ -77,9 +77,8 @@ def scenario(slurm, tmp_path_factory):
     first = _zoo("run", grid, *common)
     assert first[0] == 0, first
     # the user error's experiment through --wait, in a process of its own while the test goes on
-    bad = subprocess.Popen([sys.executable, "-m", "seq2seq_zoo", "run", str(broken), *map(str, common),
-                            "--no-report-job", "--wait"], env=dict(os.environ, **slurm.env), cwd=tmp,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bad = ZooProcess(["run", broken, *common, "--no-report-job", "--wait"], tmp, dict(os.environ, **slurm.env),
+                     tmp / "bad.out", tmp / "bad.err")
     # pre-empt run a mid-training
     run_dir = R / "grid" / "a"
     last, lock = run_dir / "checkpoints" / "last.pt", run_dir / ".lock"
@@ -113,8 +112,8 @@ def scenario(slurm, tmp_path_factory):
     except AssertionError:
         pass   # already running again
     _wait(lambda: not _live(slurm), "every job to end", poll=0.5)
-    bad_out, bad_err = bad.communicate(timeout=TIMEOUT)
-    bad = (bad.returncode, bad_out, bad_err)
+    bad.wait(TIMEOUT)
+    bad = (bad.returncode, *bad.texts())
     status = _main_captured("status", grid, "--results", R)
     status_broken = _main_captured("status", broken, "--results", R)
     mtimes = {n: (R / "grid" / n / "record.json").stat().st_mtime_ns for n in NAMES}

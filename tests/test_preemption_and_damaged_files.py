@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import zoo_process
 from conftest import tiny_encoded, tiny_transformer, write_dialogsum
 from seq2seq_zoo.cli import main
 from seq2seq_zoo.config import TrainConfig
@@ -30,6 +31,7 @@ from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.objectives import CrossEntropy
 from test_crash_safety import (_HalfWriter, _env, assert_same_result, exp_text, finish, main_captured, one_line,
                                record, run_zoo, start, tmp_files, wait_for, write_exp)
+from zoo_process import ZooProcess
 
 CPU = torch.device("cpu")
 
@@ -227,22 +229,20 @@ def test_zoo_run_nproc_2_sigterm_to_the_launcher_exits_143_and_resumes(corpus, t
     R = tmp_path / "R"
     last = R / "d" / "a" / "checkpoints" / "last.pt"
     env = {k: v for k, v in _env().items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    args = [sys.executable, "-m", "seq2seq_zoo", *_run_args(toml, R, data, "--nproc", "2")]
-    with open(tmp_path / "o.txt", "wb") as out, open(tmp_path / "e.txt", "wb") as err:
-        p = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=out, stderr=err)
-        hit = wait_for(last.is_file, p)
-        if hit:
-            p.send_signal(signal.SIGTERM)
-        rc = p.wait(300)
-    err = (tmp_path / "e.txt").read_text(errors="replace")
+    args = _run_args(toml, R, data, "--nproc", "2")
+    p = ZooProcess(args, tmp_path, env, tmp_path / "o.txt", tmp_path / "e.txt")
+    hit = wait_for(last.is_file, p)
+    if hit:
+        p.send_signal(signal.SIGTERM)
+    rc = p.wait(300)
+    err = p.texts()[1]
     assert hit, err
     assert rc == 143, (rc, err)
     assert "SIGTERM" in err and "--resume" in err
     loop = torch.load(last, weights_only=True)["loop"]
     assert not loop["finished"] and not (R / "d" / "a" / "record.json").exists()
-    r = subprocess.run(args + ["--resume", "--no-report"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
+    rc, _, err = zoo_process.run(args + ["--resume", "--no-report"], tmp_path, env, tmp_path / "resume")
+    assert rc == 0, err
     rec = record(R, "d", "a")
     assert rec["train"]["steps"] == 24 and rec["train"]["resumes"] == 1 and rec["train"]["world_size"] == 2
 

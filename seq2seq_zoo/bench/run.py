@@ -49,7 +49,7 @@ from seq2seq_zoo.bench.scaling import epoch_scaling
 from seq2seq_zoo.bench.shapes import (
     FULL_PLAN, GPU_MAX_TOKENS, GPU_SHAPE, PAPER, Plan, QUICK_PLAN, RNN_MODELS, Shape, TARGET_BENCH_S, TINY)
 from seq2seq_zoo.bench.targets import targets, verdict
-from seq2seq_zoo.bench.timing import MatmulProbe, log, matmul_peak, peak_matmul_n, precision_name
+from seq2seq_zoo.bench.timing import MatmulProbe, log, long_lived_frozen, matmul_peak, peak_matmul_n, precision_name
 from seq2seq_zoo.bench.workloads import our_transformer, shaped_batch
 from seq2seq_zoo.precision import autocast_dtype
 from seq2seq_zoo.registry import MODELS
@@ -318,12 +318,13 @@ def run_bench(out: str | Path = "results/bench", *, quick: bool = False, devices
         report["transformers"] = transformers.__version__
     except Exception:  # noqa: BLE001
         report["transformers"] = None
-    for device in devices:
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("--device cuda: no CUDA device is available")
-        report["devices"].append(run_device(device, shape, plan, scaling=scaling, data_dir=data_dir,
-                                            full_epoch=full_epoch, baseline=baseline, int8_runs=int8_runs,
-                                            progress=progress))
+    with long_lived_frozen():
+        for device in devices:
+            if device.type == "cuda" and not torch.cuda.is_available():
+                raise RuntimeError("--device cuda: no CUDA device is available")
+            report["devices"].append(run_device(device, shape, plan, scaling=scaling, data_dir=data_dir,
+                                                full_epoch=full_epoch, baseline=baseline, int8_runs=int8_runs,
+                                                progress=progress))
     report["wall_s"] = time.perf_counter() - t0
     report["load_after"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cpu = next((r for r in report["devices"] if r["device"] == "cpu"), None)

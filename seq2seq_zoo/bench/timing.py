@@ -2,6 +2,7 @@
 memory of a block and the matmul rate (peak and a probe timed among the compared calls)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import statistics
@@ -40,6 +41,21 @@ def release_free_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the baseline then includes freed memory
         pass
+
+
+@contextlib.contextmanager
+def long_lived_frozen():
+    """What exists before the stages (imported modules, the caller's objects) set aside from the garbage
+    collector (``gc.freeze``) while they run, so that the full collection before each stage
+    (``release_free_memory``) walks only what the stages made instead of every object of a process that
+    has imported torch and transformers; given back to the collector at the end."""
+    import gc
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class PeakMemory:

@@ -101,21 +101,11 @@ def start(args, cwd: Path, tag: str) -> ZooProcess:
 
 
 def finish(p: ZooProcess, cwd: Path) -> Done:
-    try:
-        p.wait(TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    return Done(p.returncode, *p.texts())
-
-
-_runs = 0
+    return Done(*p.result(TIMEOUT))
 
 
 def run_zoo(args, cwd: Path, stdin: bytes | None = None) -> Done:
-    global _runs
-    _runs += 1
-    return Done(*zoo_process.run(args, cwd, _env(), Path(cwd) / f"run{_runs}", stdin or b"", TIMEOUT))
+    return Done(*zoo_process.run(args, cwd, _env(), stdin or b"", TIMEOUT))
 
 
 def wait_for(cond, p, timeout: float = TIMEOUT) -> bool:

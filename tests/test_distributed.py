@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ from seq2seq_zoo.train import distributed
 from seq2seq_zoo.train.distributed import DDPContext, Single
 from seq2seq_zoo.train.loop import fit
 from seq2seq_zoo.train.objectives import CrossEntropy
+from slurm_cluster import _free_port
 
 CPU = torch.device("cpu")
 
@@ -220,7 +220,7 @@ def test_zoo_run_nproc_2_matches_one_process_and_only_rank_0_writes(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ZOO_DATA", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
     rc, out, err = zoo_process.run(["run", toml, "--nproc", "2", "--results", tmp_path / "R2", *common], tmp_path,
-                                   env, tmp_path / "zoo")
+                                   env)
     assert rc == 0, out + err
     assert out.count("done in") == 1                          # ranks > 0 keep quiet
     assert _main(["run", toml, "--results", tmp_path / "R1", *common, "--no-report"]) == 0   # R2's report is checked
@@ -319,12 +319,6 @@ for _ in range(20):
 distributed.shutdown(wait=True)
 raise SystemExit(distributed.end_process(0))
 '''
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -11,7 +11,6 @@ import contextlib
 import io
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -72,9 +71,7 @@ def _zoo(*args) -> tuple[int, str, str]:
     user runs it, with its output: submitit's executors must not share a pytest-xdist worker's captured
     standard streams (run in the worker's process, they left those closed for the worker's later tests). The
     process is forked from a server that has imported torch and the package (tests/zoo_process.py)."""
-    with tempfile.TemporaryDirectory() as d:
-        return zoo_process.run(args, Path(__file__).resolve().parents[1], dict(os.environ), Path(d) / "zoo",
-                               timeout=900)
+    return zoo_process.run(args, Path(__file__).resolve().parents[1], dict(os.environ), timeout=900)
 
 
 # ============================================================================================ local

@@ -241,7 +241,7 @@ def test_zoo_run_nproc_2_sigterm_to_the_launcher_exits_143_and_resumes(corpus, t
     assert "SIGTERM" in err and "--resume" in err
     loop = torch.load(last, weights_only=True)["loop"]
     assert not loop["finished"] and not (R / "d" / "a" / "record.json").exists()
-    rc, _, err = zoo_process.run(args + ["--resume", "--no-report"], tmp_path, env, tmp_path / "resume")
+    rc, _, err = zoo_process.run(args + ["--resume", "--no-report"], tmp_path, env)
     assert rc == 0, err
     rec = record(R, "d", "a")
     assert rec["train"]["steps"] == 24 and rec["train"]["resumes"] == 1 and rec["train"]["world_size"] == 2

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # what the server imports once: each is what a zoo process would import anyway
@@ -104,16 +105,17 @@ class ZooProcess:
     def texts(self) -> tuple[str, str]:
         return self.out.read_text(errors="replace"), self.err.read_text(errors="replace")
 
+    def result(self, timeout: float | None = None) -> tuple[int, str, str]:
+        """(exit status, stdout, stderr) once it has ended; killed when still running after ``timeout``."""
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.wait()
+        return (self.returncode, *self.texts())
 
-def run(args, cwd: Path, env: dict, streams: Path, stdin: bytes = b"", timeout: float = 300) -> tuple[int, str, str]:
-    """``zoo ARGS`` to its end: (exit status, stdout, stderr); its streams go to ``STREAMS.out`` and
-    ``STREAMS.err``."""
-    streams = Path(streams)
-    p = ZooProcess(args, cwd, env, streams.with_name(streams.name + ".out"), streams.with_name(streams.name + ".err"),
-                   stdin)
-    try:
-        p.wait(timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    return (p.returncode, *p.texts())
+
+def run(args, cwd: Path, env: dict, stdin: bytes = b"", timeout: float = 300) -> tuple[int, str, str]:
+    """``zoo ARGS`` to its end: (exit status, stdout, stderr), its streams kept in a temporary folder."""
+    with tempfile.TemporaryDirectory() as d:
+        return ZooProcess(args, cwd, env, Path(d) / "out", Path(d) / "err", stdin).result(timeout)

@@ -58,6 +58,8 @@ def test_bench_at_tiny_shapes_writes_json_and_table(tmp_path):
     bound = dev["decode_bound"]   # the least matmul work of a beam call at the measured peak
     assert bound["min_gflop"] == pytest.approx(bench.beam_decode_flops(bench.TINY, bench.TINY.beams) / 1e9)
     assert bound["min_s"] > 0 and all(0 < v["share_of_peak"] for v in bound["ours"].values())
+    i8 = dev["int8_bound"]   # the int8 decoder with free linear layers, timed beside the others
+    assert i8["seconds"] > 0 and 0 <= i8["linear_share"] < 1 and "int8_bound" not in dev["decoding"]
     if "peer_fp32" in train:  # transformers installed: the peer is measured and the targets are stated
         names = [t["target"] for t in dev["targets"]]
         assert any("peer" in n for n in names)
@@ -209,6 +211,33 @@ def test_decode_bound_is_the_least_work_at_the_peak():
     assert row["ceiling"] == pytest.approx(3.0) and "allows at most 3x" in row["status"]
     text = "\n".join(bench.decode_bound_markdown(b))
     assert "**3x**" in text and "50% of that rate" in text
+
+
+def test_int8_bound_is_the_peers_time_over_the_int8_decoder_without_linear_work():
+    dec = {"ours_int8": {"precision": "int8", "seconds": 2.0}, "peer_fp32": {"precision": "fp32", "seconds": 6.0},
+           "peer_bf16": {"precision": "bf16", "seconds": 4.0}}
+    b = bench.int8_bound(dec, 0.5)
+    assert b["peer_best"] == "peer_bf16" and b["ceiling_vs_peer"] == pytest.approx(8.0)
+    assert b["linear_share"] == pytest.approx(0.75)
+    res = {"default_precision": "fp32", "decoding": {k: {**v, "tokens_per_s": 1 / v["seconds"]} for k, v in dec.items()},
+           "int8_bound": b}
+    row = next(x for x in bench.targets(res) if "(int8)" in x["target"])
+    assert not row["met"] and row["value"] == pytest.approx(2.0) and row["ceiling"] == pytest.approx(8.0)
+    assert "allows at most 8x" in row["status"]
+    text = "\n".join(bench.int8_bound_markdown(b))
+    assert "**8x**" in text and "75% of its time" in text
+
+
+def test_linears_free_answers_zeros_of_the_output_shape_and_restores_the_layers():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 5))
+    x = torch.randn(2, 7, 4)
+    before = model(x)
+    with bench.linears_free(model):
+        y = model[0](x)
+        assert y.shape == (2, 7, 3) and not y.any()
+        assert model(x).shape == (2, 7, 5) and not model(x).any()
+    assert all("forward" not in m.__dict__ for m in model) and torch.equal(model(x), before)
 
 
 def test_matmul_probe_is_timed_among_the_compared_calls():

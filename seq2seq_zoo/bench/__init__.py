@@ -21,10 +21,10 @@ from seq2seq_zoo.bench.workloads import (  # noqa: F401
     random_examples, shaped_batch, target_tokens, source_tokens, context, our_transformer, our_model,
     token_batches)
 from seq2seq_zoo.bench.flops import (  # noqa: F401
-    flop_params, train_flops, beam_decode_flops, decode_bound, output_bound, decode_rows)
+    flop_params, train_flops, beam_decode_flops, decode_bound, int8_bound, output_bound, decode_rows)
 from seq2seq_zoo.bench.measure import (  # noqa: F401
-    Trainer, peer_update, train_figures, measure_training, OurDecoder, measure_decoding, decode_vs_beam,
-    measure_compile)
+    Trainer, peer_update, train_figures, measure_training, linears_free, OurDecoder, measure_decoding,
+    decode_vs_beam, measure_compile)
 from seq2seq_zoo.bench.peers.hf import (  # noqa: F401
     peer_config, peer_available, peer_model, PeerDecoder)
 from seq2seq_zoo.bench.peers.eole import (  # noqa: F401
@@ -42,7 +42,7 @@ from seq2seq_zoo.bench.gpu import (  # noqa: F401
 from seq2seq_zoo.bench.targets import (  # noqa: F401
     targets, verdict)
 from seq2seq_zoo.bench.markdown import (  # noqa: F401
-    markdown, decode_bound_markdown, gpu_shape_markdown, recurrent_markdown, eole_markdown,
+    markdown, decode_bound_markdown, int8_bound_markdown, gpu_shape_markdown, recurrent_markdown, eole_markdown,
     eval_cost_markdown, pointer_full_markdown)
 from seq2seq_zoo.bench.run import (  # noqa: F401
     run_device, cpu_bf16_isa, choose_threads, run_bench)
@@ -54,11 +54,11 @@ __all__ = [
     'PeakMemory', 'interleaved', 'error_line', 'median', 'precision_name', 'peak_matmul_n', 'MatmulProbe',
     'matmul_peak', 'random_examples', 'shaped_batch', 'target_tokens', 'source_tokens', 'context',
     'our_transformer', 'our_model', 'token_batches', 'flop_params', 'train_flops', 'beam_decode_flops',
-    'decode_bound', 'output_bound', 'decode_rows', 'Trainer', 'peer_update', 'train_figures',
-    'measure_training', 'OurDecoder', 'measure_decoding', 'decode_vs_beam', 'measure_compile', 'peer_config',
+    'decode_bound', 'int8_bound', 'output_bound', 'decode_rows', 'Trainer', 'peer_update', 'train_figures',
+    'measure_training', 'linears_free', 'OurDecoder', 'measure_decoding', 'decode_vs_beam', 'measure_compile', 'peer_config',
     'peer_available', 'peer_model', 'PeerDecoder', 'EOLE_VERSION', 'EOLE_PAIRS', 'EOLE_NONE', 'eole_available',
     'eole_model', 'EoleTrainer', 'measure_eole', 'measure_recurrent', 'vocabulary_work', 'PG_FULL', 'measure_pointer_full', 'shared_work', 'check_baseline', 'epoch_scaling',
     'synthetic_summaries', 'measure_eval_cost', 'BatchCycle', 'GPU_SHAPE_VARIANTS', 'WithCudnnAttention',
-    'measure_gpu_shape', 'targets', 'verdict', 'markdown', 'decode_bound_markdown', 'gpu_shape_markdown',
+    'measure_gpu_shape', 'targets', 'verdict', 'markdown', 'decode_bound_markdown', 'int8_bound_markdown', 'gpu_shape_markdown',
     'recurrent_markdown', 'eole_markdown', 'eval_cost_markdown', 'pointer_full_markdown', 'run_device', 'cpu_bf16_isa', 'choose_threads',
     'run_bench']

@@ -90,6 +90,23 @@ def decode_bound(shape: Shape, decoding: dict[str, dict], peak_gflops: float | N
     return out
 
 
+def int8_bound(decoding: dict[str, dict], free_s: float) -> dict[str, Any]:
+    """What int8 linear layers allow decoding: ``free_s`` is the int8 decoder's time with its linear
+    layers taking no time (``measure.linears_free``), so an int8 decode cannot take less, and the peer's
+    best time over it is the highest int8 ratio against the peer; ``linear_share`` is the part of our
+    int8 time that its linear layers took."""
+    out: dict[str, Any] = {"seconds": free_s}
+    int8 = decoding.get("ours_int8")
+    if int8:
+        out["linear_share"] = max(0.0, 1.0 - free_s / int8["seconds"])
+    peers = {k: v for k, v in decoding.items() if k.startswith("peer_")}
+    if peers:
+        best = min(peers, key=lambda k: peers[k]["seconds"])
+        out["peer_best"] = best
+        out["ceiling_vs_peer"] = peers[best]["seconds"] / free_s
+    return out
+
+
 def output_bound(flops: float, peak_gflops: float | None, reference_s: float) -> dict[str, float]:
     """Both recurrent implementations do the same output-layer matmuls (``flops``: in training the
     forward product and the two of its backward, 6 x output params x target tokens; in beam decoding

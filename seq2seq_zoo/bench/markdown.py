@@ -71,6 +71,7 @@ def markdown(report: dict[str, Any]) -> str:
             L.append(f"| {label} | {f['precision']} | {_fmt(f['tokens_per_s'])} | {f['seconds']:.2f} | "
                      f"{_fmt(f.get('peak_mem_mb'))} |")
         L += decode_bound_markdown(dev.get("decode_bound"))
+        L += int8_bound_markdown(dev.get("int8_bound"))
         L += ["", f"### Decoding time against beam size (our Transformer, {dev['default_precision']})", "",
               "| beam | seconds | generated tok/s | time / beam-1 time |", "|---|---|---|---|"]
         b1 = dev["decode_vs_beam"][0]["seconds"]
@@ -131,6 +132,21 @@ def decode_bound_markdown(b: dict[str, Any] | None) -> list[str]:
         line += (" Ours is far from that rate, so the matmul rate is not what bounds decoding here: the many "
                  "small per-step operations are.")
     return ["", line]
+
+
+def int8_bound_markdown(b: dict[str, Any] | None) -> list[str]:
+    """The int8 bound (flops.int8_bound): the int8 decoder's time with its linear layers taking none."""
+    if not b:
+        return []
+    line = (f"int8 bound: the int8 decoder with its linear layers answering zeros without computing them "
+            f"(`bench.measure.linears_free`; everything else as in int8: attention products, softmax, "
+            f"layer norms, beam bookkeeping, in fp32) takes {b['seconds']:.2f} s")
+    if "linear_share" in b:
+        line += f", so its linear layers are {100 * b['linear_share']:.0f}% of its time"
+    if "ceiling_vs_peer" in b:
+        line += (f". The peer's {b['peer_best'][5:]} time over it, **{b['ceiling_vs_peer']:.3g}x**, is the highest "
+                 "ratio any int8 kernel for the linear layers could give this decoder")
+    return ["", line + "."]
 
 
 def gpu_shape_markdown(gs: dict[str, Any] | None) -> list[str]:

@@ -2,6 +2,7 @@
 Trainer, OurDecoder, their interleaved measurement, beam-size scaling and torch.compile."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import replace
 from typing import Any, Callable
@@ -96,12 +97,33 @@ def measure_training(trainers: dict[str, Trainer], plan: Plan, fps: dict[str, di
     return {name: train_figures(tr, times[name], fps[name], peaks, mems[name]) for name, tr in trainers.items()}
 
 
+@contextlib.contextmanager
+def linears_free(model: torch.nn.Module):
+    """Every layer that ``int8_linears`` runs in int8 (each CPU ``nn.Linear``) answers zeros of its output's
+    shape and computes nothing, for the duration. A decode under this takes the time of everything in the
+    int8 decoder but its linear layers (its other work is in fp32, as here), so no int8 kernel, however
+    fast, can make that decoder faster than this: the int8 ratio's bound. The outputs are meaningless."""
+    patched = []
+    try:
+        for m in model.modules():
+            if type(m) is not torch.nn.Linear or m.weight.device.type != "cpu" or "forward" in m.__dict__:
+                continue
+            m.forward = lambda x, n=m.out_features: x.new_zeros(x.shape[:-1] + (n,))
+            patched.append(m)
+        yield model
+    finally:
+        for m in patched:
+            del m.forward
+
+
 class OurDecoder:
     """Beam search of a registered model, forced to exactly ``length`` tokens (min_len = max_len), no
     length penalty or n-gram blocking, in the given autocast precision; ``int8``: with
-    ``decode.precision = "int8"`` (linear layers in int8)."""
+    ``decode.precision = "int8"`` (linear layers in int8); ``free_linears``: in fp32 with its linear
+    layers taking no time (``linears_free``: the int8 decoder's bound)."""
 
-    def __init__(self, model, batch: Batch, device, dtype, beams: int, length: int, int8: bool = False):
+    def __init__(self, model, batch: Batch, device, dtype, beams: int, length: int, int8: bool = False,
+                 free_linears: bool = False):
         from seq2seq_zoo.config import decode_with
         from seq2seq_zoo.decode import generate
         self._generate = generate
@@ -110,10 +132,12 @@ class OurDecoder:
                                 length_penalty=0.0, length_penalty_style="none", batch_size=batch.size)
         if int8:
             self.cfg = decode_with(self.cfg, {"precision": "int8"})
+        self.free_linears = free_linears
         self.tokens = batch.size * length
 
     def __call__(self):
-        with torch.no_grad(), autocast(self.device, self.dtype):
+        with torch.no_grad(), autocast(self.device, self.dtype), \
+                linears_free(self.model) if self.free_linears else contextlib.nullcontext():
             return self._generate(self.model, self.batch, self.cfg)
 
 

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import torch
 
 from seq2seq_zoo.bench.evalcost import measure_eval_cost
-from seq2seq_zoo.bench.flops import decode_bound, flop_params
+from seq2seq_zoo.bench.flops import decode_bound, flop_params, int8_bound
 from seq2seq_zoo.bench.gpu import measure_gpu_shape
 from seq2seq_zoo.bench.int8 import measure_int8
 from seq2seq_zoo.bench.markdown import markdown
@@ -155,6 +155,9 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
         decoders["ours_fp32"] = OurDecoder(ours, dbatch, device, None, shape.beams, shape.dec_len)
     if device.type == "cpu":   # decode.precision = "int8": linear layers in int8 (no CUDA kernels)
         decoders["ours_int8"] = OurDecoder(ours, dbatch, device, None, shape.beams, shape.dec_len, int8=True)
+        # the int8 decoder with its linear layers taking no time: what no int8 kernel can go below
+        decoders["int8_bound"] = OurDecoder(ours, dbatch, device, None, shape.beams, shape.dec_len,
+                                            free_linears=True)
     if not no_peer:
         peer = peer_model(shape, device)
         decoders["peer_fp32"] = PeerDecoder(peer, dbatch, device, None, shape.beams, shape.dec_len)
@@ -165,6 +168,12 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
     dec = measure_decoding(decoders, plan, progress, probe=probe)
     if "ours_int8" in dec:
         dec["ours_int8"]["precision"] = "int8"
+    free = dec.pop("int8_bound", None)
+    if free:
+        res["int8_bound"] = int8_bound(dec, free["seconds"])
+        progress(f"    int8 bound: the int8 decoder without its linear layers' work takes {free['seconds']:.2f}s"
+                 + (f"; the peer's time allows it at most {res['int8_bound']['ceiling_vs_peer']:.3g}x"
+                    if "ceiling_vs_peer" in res["int8_bound"] else ""))
     for name, f in dec.items():
         progress(f"    {name}: {f['tokens_per_s']:.0f} tok/s ({f['seconds']:.2f}s)")
     res["decoding"] = dec

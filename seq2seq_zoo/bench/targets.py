@@ -90,6 +90,11 @@ def int8_targets(res: dict[str, Any], peer_tokens_per_s: float | None) -> list[d
         return []
     row = verdict(f"beam-{res.get('beams', 4)} decoding tokens/s, ours (int8) / peer's best", ours / peer_tokens_per_s,
                   TARGET_DECODE_INT8_VS_PEER, "x")
+    bound = res.get("int8_bound") or {}
+    if bound.get("ceiling_vs_peer") and not row["met"]:
+        row["ceiling"] = bound["ceiling_vs_peer"]
+        row["status"] += (f"; with its linear layers taking no time, the rest of the int8 decoder "
+                          f"({bound['seconds']:.2f} s) allows at most {bound['ceiling_vs_peer']:.3g}x")
     changes = {n: r["rouge1"]["delta"] for n, r in (res.get("int8") or {}).items() if "rouge1" in r}
     if changes:
         worst = max(abs(v) for v in changes.values())

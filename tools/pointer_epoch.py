@@ -12,6 +12,8 @@ Batches spread evenly over the epoch are timed, each side in turn on the same ba
 forward, loss, backward, clipping, optimizer step; process CPU time, which load from other processes
 moves far less than wall time), and the epoch's update time is extrapolated as the sample's time per
 padded token times the epoch's padded tokens. Prints per-batch times, the epoch estimates and the ratio.
+The updates run in the precision the run trains in (its ``train.precision``: "auto" is bf16 autocast on
+CPUs with bf16 instructions, fp32 elsewhere), or in ``--precision``'s.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ def worker(args) -> None:
     from seq2seq_zoo.config import load_experiment
     from seq2seq_zoo.data.batching import bucket_batches, collate
     from seq2seq_zoo.models.base import build_model
+    from seq2seq_zoo.precision import autocast_dtype
     from seq2seq_zoo.registry import model_context
     from seq2seq_zoo.runner import prepare_data
     exp = load_experiment(args.experiment, profile=args.profile, only=[args.run])
@@ -44,10 +47,12 @@ def worker(args) -> None:
     padded = [len(b) * (max(len(train[i].src) for i in b) + max(len(train[i].tgt) for i in b) + 1) for b in order]
     torch.manual_seed(spec.seed)
     model = build_model(spec.model, model_context(len(vocab), spec.data), spec.model_options)
-    print(json.dumps({"ready": seq2seq_zoo.__file__, "padded": padded}), flush=True)
+    dtype = autocast_dtype(args.precision or spec.train.precision, torch.device("cpu"))
+    print(json.dumps({"ready": seq2seq_zoo.__file__, "padded": padded, "precision": str(dtype or "fp32")}),
+          flush=True)
     for line in sys.stdin:
         batch = collate([train[i] for i in order[int(line)]])
-        step = Trainer(model, batch, torch.device("cpu"), None, label_smoothing=spec.train.label_smoothing,
+        step = Trainer(model, batch, torch.device("cpu"), dtype, label_smoothing=spec.train.label_smoothing,
                        clip_norm=spec.train.clip_norm)
         w, p = time.perf_counter(), time.process_time()
         step()
@@ -63,6 +68,8 @@ def main(argv=None) -> None:
     ap.add_argument("--baseline", metavar="DIR", help="another checkout, timed on the same batches")
     ap.add_argument("--batches", type=int, default=12, help="batches spread evenly over the first epoch")
     ap.add_argument("--data-dir", default=None, help="where the datasets are (as `zoo run --data-dir`)")
+    ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
+                    help="autocast precision of the timed updates (default: the run's train.precision)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -73,7 +80,8 @@ def main(argv=None) -> None:
         raise SystemExit(2)
     trees = {"ours": str(ROOT)} | ({"baseline": str(Path(args.baseline).resolve())} if args.baseline else {})
     rest = [args.experiment, "--run", args.run] + (["--profile", args.profile] if args.profile else []) + (
-        ["--data-dir", args.data_dir] if args.data_dir else [])
+        ["--data-dir", args.data_dir] if args.data_dir else []) + (
+        ["--precision", args.precision] if args.precision else [])
     procs = {k: subprocess.Popen([sys.executable, __file__, *rest, "--worker", t], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True) for k, t in trees.items()}
 
@@ -92,7 +100,7 @@ def main(argv=None) -> None:
         n = len(padded)
         pick = sorted({round(i * (n - 1) / max(1, args.batches - 1)) for i in range(min(args.batches, n))})
         for k in procs:
-            print(f"{k}: {Path(ready[k]['ready']).parent}")
+            print(f"{k}: {Path(ready[k]['ready']).parent} ({ready[k]['precision']})")
             ask(k, pick[0])                                  # warm-up
         times = {k: [] for k in procs}
         for b in pick:

@@ -82,6 +82,7 @@ def markdown(report: dict[str, Any]) -> str:
         L += eole_markdown(dev.get("eole"))
         L += eval_cost_markdown(dev.get("eval_cost"))
         L += pointer_full_markdown(dev.get("pointer_full"))
+        L += pointer_full_markdown(dev.get("pointer_full_bf16"))
         sc = dev.get("scaling")
         if sc:
             L += ["", f"### Epoch time against training-set size ({sc['experiment']} `{sc['profile']}` profile, run "
@@ -273,7 +274,8 @@ def pointer_full_markdown(pf: dict[str, Any] | None) -> list[str]:
     if not pf:
         return []
     c = pf["shape"]
-    L = _table_head(f"Full-size pointer-generator + coverage update, one thread (batch {c['batch']}, source "
+    prec = pf.get("precision", "fp32")
+    L = _table_head(f"Full-size pointer-generator + coverage update, one thread, {prec} (batch {c['batch']}, source "
                     f"{c['src_len']}, target {c['tgt_len']}, vocabulary {c['vocab']:,}, hidden {c['hidden']}, "
                     f"embeddings {c['emb_dim']}; median of {pf['rounds']} interleaved updates)",
                     ["code", "s per update (CPU)", "s per update (wall)", "target tok/s (CPU)", "loss"])

@@ -51,7 +51,8 @@ torch.manual_seed(0)
 model = build_model("pointer_generator", context(shape), dict(emb_dim=c["emb_dim"], hidden=c["hidden"],
                     dropout=c["dropout"], coverage=c["coverage"], output_layers=c["output_layers"]))
 batch = shaped_batch(shape, c["batch"], seed=1)
-step = Trainer(model, batch, torch.device("cpu"), None, label_smoothing=c["label_smoothing"], clip_norm=c["clip_norm"])
+dtype = torch.bfloat16 if c.get("precision") == "bf16" else None
+step = Trainer(model, batch, torch.device("cpu"), dtype, label_smoothing=c["label_smoothing"], clip_norm=c["clip_norm"])
 print(json.dumps({"ready": seq2seq_zoo.__file__, "tokens": int((batch.tgt_out != 0).sum())}), flush=True)
 for line in sys.stdin:
     w, p = time.perf_counter(), time.process_time()
@@ -120,9 +121,11 @@ def shared_work(config: dict[str, Any] = PG_FULL, iters: int = 3) -> dict[str, f
     with PyTorch's kernels, whatever else it changes: the bidirectional LSTM encoder forward and backward
     (torch's fused CPU LSTM, which both take on unpadded sources) and the output layer's three products
     (logits, and their gradients with respect to the input and the weight) over the batch's target rows.
-    Their sum is a floor on the update's time; baseline time / floor is the highest speed-up the rest allows."""
+    Their sum is a floor on the update's time; baseline time / floor is the highest speed-up the rest allows.
+    With ``config["precision"]`` "bf16" both run under bf16 autocast, as the update does."""
     import time
     c = config
+    bf16 = c.get("precision") == "bf16"
     B, S, T, V, n, m = c["batch"], c["src_len"], c["tgt_len"], c["vocab"], c["hidden"], c["emb_dim"]
     g = torch.Generator().manual_seed(0)
     threads = torch.get_num_threads()
@@ -142,7 +145,10 @@ def shared_work(config: dict[str, Any] = PG_FULL, iters: int = 3) -> dict[str, f
             torch.mm(G.t(), h)
 
         out = {}
-        for name, f in (("encoder_lstm_s", encoder), ("output_products_s", output)):
+        for name, work in (("encoder_lstm_s", encoder), ("output_products_s", output)):
+            def f(work=work):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    work()
             f()
             times = []
             for _ in range(iters):
@@ -156,10 +162,13 @@ def shared_work(config: dict[str, Any] = PG_FULL, iters: int = 3) -> dict[str, f
 
 
 def measure_pointer_full(baseline: str | None = None, rounds: int = 3, progress: Callable[[str], None] = log,
-                         config: dict[str, Any] = PG_FULL) -> dict[str, Any]:
+                         config: dict[str, Any] = PG_FULL, precision: str = "fp32") -> dict[str, Any]:
     """The stage's figures: ours (and the baseline's) seconds per update, tokens/s, the shared-work floor
     and, with a baseline, the speed-up (CPU time and wall time) and the ceiling the floor allows.
-    ``config``: the sizes (PG_FULL's keys; tests take small ones)."""
+    ``config``: the sizes (PG_FULL's keys; tests take small ones); ``precision``: "fp32", or "bf16" for
+    the update under bf16 autocast (what ``train.precision = "auto"`` trains in on CPUs with bf16
+    instructions), both sides alike."""
+    config = {**config, "precision": precision}
     sides = {"ours": _Worker(None, config)}
     try:
         if baseline:
@@ -174,7 +183,7 @@ def measure_pointer_full(baseline: str | None = None, rounds: int = 3, progress:
     finally:
         for w in sides.values():
             w.close()
-    res: dict[str, Any] = {"shape": dict(config), "threads": 1, "rounds": rounds}
+    res: dict[str, Any] = {"shape": dict(config), "threads": 1, "rounds": rounds, "precision": precision}
     for k, w in sides.items():
         cpu = statistics.median(t["cpu"] for t in times[k])
         wall = statistics.median(t["wall"] for t in times[k])
@@ -191,7 +200,7 @@ def measure_pointer_full(baseline: str | None = None, rounds: int = 3, progress:
     res["epoch"] = {"updates": updates, "seconds": updates * ours["cpu_s"],
                     "convergence_updates": list(CONVERGENCE_UPDATES),
                     "convergence_hours": [u * ours["cpu_s"] / 3600 for u in CONVERGENCE_UPDATES]}
-    progress(f"    ours: {ours['cpu_s']:.3f} s per update (CPU; wall {ours['step_s']:.3f} s), "
+    progress(f"    ours ({precision}): {ours['cpu_s']:.3f} s per update (CPU; wall {ours['step_s']:.3f} s), "
              f"{ours['tokens_per_cpu_s']:.0f} target tokens/s; an epoch ({updates:,} updates) "
              f"{res['epoch']['seconds'] / 60:.1f} min")
     if "baseline" in res:

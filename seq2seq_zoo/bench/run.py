@@ -254,6 +254,8 @@ def run_device(device: torch.device, shape: Shape, plan: Plan, *, scaling: bool,
         t = stage("the full-size pointer-generator + coverage update (experiments/cnn_pointer.toml), one thread"
                   + (f", against {baseline}" if baseline else ""))
         res["pointer_full"] = measure_pointer_full(baseline, plan.pointer_rounds, progress)
+        if cpu_has_fast_bf16():   # what train.precision = "auto" trains in here: the same update in bf16
+            res["pointer_full_bf16"] = measure_pointer_full(baseline, plan.pointer_rounds, progress, precision="bf16")
         progress(f"    ({time.perf_counter() - t:.0f}s)")
     if plan.compile:
         t = stage("torch.compile: our Transformer's training step, compiled against eager")

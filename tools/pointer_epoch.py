@@ -7,7 +7,8 @@ with every target at the file's 64-position cap).
     python tools/pointer_epoch.py experiments/cnn_pointer.toml --run pg-cov-seed1 --baseline /tmp/base   # full size
 
 Each side (this checkout; with --baseline, that one) runs in a worker process that imports its own
-checkout, reads the data and builds the run's model and first epoch's batches (the loop's bucketing).
+checkout, reads the data and builds the run's model and first epoch's batches (the loop's bucketing)
+from its own copy of the experiment file (an older checkout's code may not read today's keys).
 Batches spread evenly over the epoch are timed, each side in turn on the same batch (one full update:
 forward, loss, backward, clipping, optimizer step; process CPU time, which load from other processes
 moves far less than wall time), and the epoch's update time is extrapolated as the sample's time per
@@ -60,6 +61,17 @@ def worker(args) -> None:
                           "tgt_tokens": int((batch.tgt_out != 0).sum())}), flush=True)
 
 
+def _experiment_in(tree: str, experiment: str) -> str:
+    """The experiment file as that checkout has it (its code reads its own file's keys), when the path is
+    one inside this checkout and the other checkout has the file; else the path as given."""
+    p = Path(experiment).resolve()
+    try:
+        mine = Path(tree) / p.relative_to(ROOT)
+    except ValueError:
+        return experiment
+    return str(mine) if mine.is_file() else experiment
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("experiment")
@@ -79,11 +91,11 @@ def main(argv=None) -> None:
               f"`git worktree add {args.baseline} <commit>`", file=sys.stderr)
         raise SystemExit(2)
     trees = {"ours": str(ROOT)} | ({"baseline": str(Path(args.baseline).resolve())} if args.baseline else {})
-    rest = [args.experiment, "--run", args.run] + (["--profile", args.profile] if args.profile else []) + (
+    rest = ["--run", args.run] + (["--profile", args.profile] if args.profile else []) + (
         ["--data-dir", args.data_dir] if args.data_dir else []) + (
         ["--precision", args.precision] if args.precision else [])
-    procs = {k: subprocess.Popen([sys.executable, __file__, *rest, "--worker", t], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True) for k, t in trees.items()}
+    procs = {k: subprocess.Popen([sys.executable, __file__, _experiment_in(t, args.experiment), *rest, "--worker", t],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for k, t in trees.items()}
 
     def ask(k, line=None):
         if line is not None:

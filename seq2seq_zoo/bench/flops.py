@@ -82,11 +82,17 @@ def decode_bound(shape: Shape, decoding: dict[str, dict], peak_gflops: float | N
     out = {"min_gflop": gflop, "peer_gflop": beam_decode_flops(shape, shape.beams, per_hypothesis=True) / 1e9,
            "precision": precision, "peak_gflops": peak_gflops, "min_s": min_s,
            "ours": {k: {"seconds": v["seconds"], "share_of_peak": min_s / v["seconds"]} for k, v in ours.items()}}
+    return _against_peer(out, decoding, min_s)
+
+
+def _against_peer(out: dict[str, Any], decoding: dict[str, dict], least_s: float) -> dict[str, Any]:
+    """``out`` with the fastest peer decoder (``peer_best``) and its time over ``least_s``, the least time
+    a bound allows ours (``ceiling_vs_peer``), where a peer was timed."""
     peers = {k: v for k, v in decoding.items() if k.startswith("peer_")}
     if peers:
         best = min(peers, key=lambda k: peers[k]["seconds"])
         out["peer_best"] = best
-        out["ceiling_vs_peer"] = peers[best]["seconds"] / min_s
+        out["ceiling_vs_peer"] = peers[best]["seconds"] / least_s
     return out
 
 
@@ -99,12 +105,7 @@ def int8_bound(decoding: dict[str, dict], free_s: float) -> dict[str, Any]:
     int8 = decoding.get("ours_int8")
     if int8:
         out["linear_share"] = max(0.0, 1.0 - free_s / int8["seconds"])
-    peers = {k: v for k, v in decoding.items() if k.startswith("peer_")}
-    if peers:
-        best = min(peers, key=lambda k: peers[k]["seconds"])
-        out["peer_best"] = best
-        out["ceiling_vs_peer"] = peers[best]["seconds"] / free_s
-    return out
+    return _against_peer(out, decoding, free_s)
 
 
 def output_bound(flops: float, peak_gflops: float | None, reference_s: float) -> dict[str, float]:

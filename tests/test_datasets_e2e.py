@@ -147,7 +147,8 @@ E2E = {  # experiment: (tiny profile settings (no model options: the runs mix mo
          # trained models in file order)
     "inshorts_transformer": ('data.max_src_len = 48\ndata.max_tgt_len = 24\ntrain.accum_steps = 2\n'
                              'train.batch_size = 8\ntrain.warmup = 8\ndecode.min_len = 5\ndecode.max_len = 16',
-                             "inshorts", ("lead60", "lead"), ["transformer", "transformer_pointer", "pointer_generator"]),
+                             "inshorts", ("lead60", "lead"),
+                             ["transformer", "transformer_pointer", "pointer_generator", "pointer_generator"]),
     "inshorts_headline": ('train.batch_size = 8\ntrain.warmup = 4\ndecode.max_len = 12', "inshorts", ("lead",),
                           ["transformer", "transformer_pointer", "pointer_generator"]),
     "cnn_pointer": ('hidden = 32\nemb_dim = 32\ndata.max_src_len = 48\ndata.max_tgt_len = 24\n'

@@ -155,17 +155,30 @@ def int8_linears(model: torch.nn.Module, enabled: bool = True):
     if not enabled or torch.is_grad_enabled() or "fbgemm" not in torch.backends.quantized.supported_engines:
         yield model
         return
+
+    def int8_forward(m: torch.nn.Linear):
+        packed = _int8_packed(m)
+
+        def forward(x, packed=packed, reduce=_int8_reduce_range()):
+            y = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed, reduce)
+            return y if x.dtype == torch.float32 else y.to(x.dtype)
+        return forward
+    with cpu_linear_forwards(model, int8_forward):
+        yield model
+
+
+@contextlib.contextmanager
+def cpu_linear_forwards(model: torch.nn.Module, make):
+    """Each plain ``nn.Linear`` of ``model`` on the CPU that has no instance ``forward`` of its own runs
+    ``make(layer)`` as its forward for the duration; the layers are restored after. The layers
+    ``int8_linears`` runs in int8, and those the bench's int8 bound (``bench.measure.linears_free``) takes
+    out: both choose them here, so they are the same layers."""
     patched = []
     try:
         for m in model.modules():
             if type(m) is not torch.nn.Linear or m.weight.device.type != "cpu" or "forward" in m.__dict__:
                 continue
-            packed = _int8_packed(m)
-
-            def forward(x, packed=packed, reduce=_int8_reduce_range()):
-                y = torch.ops.quantized.linear_dynamic(x.float().contiguous(), packed, reduce)
-                return y if x.dtype == torch.float32 else y.to(x.dtype)
-            m.forward = forward
+            m.forward = make(m)
             patched.append(m)
         yield model
     finally:

@@ -16,7 +16,7 @@ from seq2seq_zoo.bench.workloads import our_transformer, shaped_batch, source_to
 from seq2seq_zoo.config import DecodeConfig, TrainConfig
 from seq2seq_zoo.data.batching import Batch
 from seq2seq_zoo.data.vocab import PAD_ID
-from seq2seq_zoo.precision import autocast
+from seq2seq_zoo.precision import autocast, cpu_linear_forwards
 from seq2seq_zoo.registry import OBJECTIVES
 from seq2seq_zoo.train.loop import TrainStep, build_optimizer
 
@@ -97,23 +97,13 @@ def measure_training(trainers: dict[str, Trainer], plan: Plan, fps: dict[str, di
     return {name: train_figures(tr, times[name], fps[name], peaks, mems[name]) for name, tr in trainers.items()}
 
 
-@contextlib.contextmanager
 def linears_free(model: torch.nn.Module):
-    """Every layer that ``int8_linears`` runs in int8 (each CPU ``nn.Linear``) answers zeros of its output's
-    shape and computes nothing, for the duration. A decode under this takes the time of everything in the
-    int8 decoder but its linear layers (its other work is in fp32, as here), so no int8 kernel, however
-    fast, can make that decoder faster than this: the int8 ratio's bound. The outputs are meaningless."""
-    patched = []
-    try:
-        for m in model.modules():
-            if type(m) is not torch.nn.Linear or m.weight.device.type != "cpu" or "forward" in m.__dict__:
-                continue
-            m.forward = lambda x, n=m.out_features: x.new_zeros(x.shape[:-1] + (n,))
-            patched.append(m)
-        yield model
-    finally:
-        for m in patched:
-            del m.forward
+    """Every layer that ``int8_linears`` runs in int8 (``precision.cpu_linear_forwards`` chooses them for
+    both) answers zeros of its output's shape and computes nothing, for the duration. A decode under this
+    takes the time of everything in the int8 decoder but its linear layers (its other work is in fp32, as
+    here), so no int8 kernel, however fast, can make that decoder faster than this: the int8 ratio's
+    bound. The outputs are meaningless."""
+    return cpu_linear_forwards(model, lambda m: lambda x, n=m.out_features: x.new_zeros(x.shape[:-1] + (n,)))
 
 
 class OurDecoder:

@@ -142,3 +142,28 @@ def test_only_tracked_records_enter_the_suite_wide_reports(tmp_path):
     board = json.loads((tmp_path / "results" / "leaderboard.json").read_text(encoding="utf-8"))
     assert {c["folder"] for r in board["rows"] for c in r["candidates"]} == {"committed_exp"}
     forget()
+
+
+def _trained_row(score: float, val_max: int, n_val: int = 500) -> dict:
+    """A seed's record as the selection reads it: a run trained with validation ROUGE-1 as its metric."""
+    return {"spec": {"train": {"val_max": val_max}}, "data": {"sizes": {"validation": n_val}},
+            "train": {"val_metric": "rouge1", "best_score": score}}
+
+
+def test_training_scores_on_fewer_validation_examples_are_another_class():
+    """The training loop scores the first ``train.val_max`` validation examples, so a run scored on 200
+    of 500 dialogues is not compared with one scored on all 500: with two candidates of each class, the
+    larger set's class is compared, and its best wins though the smaller set's best scores higher."""
+    from seq2seq_zoo.report import selection
+    assert selection.seed_value(_trained_row(0.42, 200), "training") == (42.0, 200)
+    assert selection.seed_value(_trained_row(0.42, 0), "training") == (42.0, 500)
+    assert selection.seed_value(_trained_row(0.42, 900), "training") == (42.0, 500)
+    cands = {"small-a": [_trained_row(s, 200) for s in (0.43, 0.44, 0.45)],
+             "small-b": [_trained_row(s, 200) for s in (0.40, 0.41, 0.42)],
+             "full-a": [_trained_row(s, 500) for s in (0.41, 0.42, 0.43)],
+             "full-b": [_trained_row(s, 0) for s in (0.40, 0.40, 0.41)]}
+    win, basis, _ = selection.choose(list(cands), cands.__getitem__, str)
+    assert (win, basis) == ("full-a", "training")
+    # with the smaller class the more common, it is the one compared
+    cands["small-c"] = [_trained_row(s, 200) for s in (0.30, 0.30, 0.30)]
+    assert selection.choose(list(cands), cands.__getitem__, str)[0] == "small-a"

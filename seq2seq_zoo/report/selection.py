@@ -8,7 +8,8 @@ value is taken, in this order of preference, from:
    ``zoo run`` and ``zoo eval --decode`` store it in a record's ``validation`` block (or a ``zoo tune``
    row of the run's ``tune.json`` with exactly those settings and no example cap);
 2. ``training``: the checkpoint-selection score of a run trained with ``train.val_metric = "rouge1"``
-   (greedy decodes of the validation split against the first reference; the run's own decoding only);
+   (greedy decodes of the validation split's first ``train.val_max`` examples, or all of them, against the
+   first reference; the run's own decoding only);
 3. ``loss``: the best validation loss (token NLL without label smoothing; lower is better; the run's own
    decoding only).
 
@@ -16,8 +17,9 @@ A candidate has a value only when every one of its seeds has it. Among the candi
 dataset, task and model family, across results folders, or the decodings of one run), those with at
 least ``MIN_SEEDS`` seeds compete (all of them when none has that many); they are compared on the first
 basis above that any of them has, and the best mean wins (ties: more seeds, then the name). Means are
-compared over one validation set: candidates whose validation split has another size (or, for losses,
-whose vocabulary has another size) are compared only when their class is the most common one (ties: the
+compared over one validation set: candidates whose validation examples number otherwise (the split's size,
+or for training-time scores the first ``train.val_max`` of it; for losses, also the vocabulary's size) are
+compared only when their class is the most common one (ties: the
 larger validation set, the larger vocabulary). A candidate without that basis is listed with its other
 values but cannot win. The LEAD row's value is its own
 tuned validation ROUGE-1 (the k its ``tune`` chose).
@@ -93,7 +95,10 @@ def seed_value(row: dict, basis: str) -> tuple[float, int | None] | None:
     train = row.get("train") or {}
     n_val = ((row.get("data") or {}).get("sizes") or {}).get("validation")
     if basis == "training" and train.get("val_metric") == METRIC and isinstance(train.get("best_score"), (int, float)):
-        return 100.0 * float(train["best_score"]), n_val
+        # the training loop scores the first ``train.val_max`` validation examples (0: all of them)
+        cap = ((row.get("spec") or {}).get("train") or {}).get("val_max") or 0
+        n = min(cap, n_val) if cap and isinstance(n_val, int) else (cap or n_val)
+        return 100.0 * float(train["best_score"]), n
     if basis == "loss" and isinstance(train.get("best_val_loss"), (int, float)):
         return float(train["best_val_loss"]), n_val
     return None

@@ -113,11 +113,14 @@ def test_pointer_full_stage_against_a_baseline_checkout_at_tiny_sizes():
     with pytest.raises(bench.pointer_full.UserError if hasattr(bench.pointer_full, "UserError") else Exception,
                        match="not a checkout"):
         bench.check_baseline(str(Path(root) / "docs"))
-    # in bf16 (what precision = "auto" trains in on CPUs with bf16 instructions): both sides under autocast
-    bf = bench.measure_pointer_full(None, rounds=1, progress=lambda s: None, config=tiny, precision="bf16")
-    assert bf["precision"] == "bf16" and bf["shape"]["precision"] == "bf16" and bf["ours"]["cpu_s"] > 0
-    assert bf["ours"]["loss"] != pytest.approx(ours["loss"], abs=1e-6)   # bf16 rounding moves the loss
-    assert "one thread, bf16 (batch 2" in "\n".join(bench.pointer_full_markdown(bf))
+    # in bf16 (what precision = "auto" trains in on CPUs with bf16 instructions): both sides under autocast.
+    # The bench runs this stage only on such CPUs: elsewhere oneDNN has no bf16 LSTM primitive.
+    from seq2seq_zoo.utils.hardware import cpu_has_fast_bf16
+    if cpu_has_fast_bf16():
+        bf = bench.measure_pointer_full(None, rounds=1, progress=lambda s: None, config=tiny, precision="bf16")
+        assert bf["precision"] == "bf16" and bf["shape"]["precision"] == "bf16" and bf["ours"]["cpu_s"] > 0
+        assert bf["ours"]["loss"] != pytest.approx(ours["loss"], abs=1e-6)   # bf16 rounding moves the loss
+        assert "one thread, bf16 (batch 2" in "\n".join(bench.pointer_full_markdown(bf))
 
 
 def test_loading_the_library_leaves_the_process_float_state_alone():

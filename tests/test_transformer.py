@@ -204,3 +204,30 @@ def test_inference_step_attention_products_stay_fp32_under_bf16_autocast():
         _, state = model.decode_step(state, batch.tgt_in[:, 1])
     assert all(c["k"].dtype == c["v"].dtype == torch.float32 and c["k"].size(2) == 2 for c in state["caches"])
     assert all(k.dtype == torch.float32 for k, _ in state["cross_kv"])
+
+
+def test_reorders_compose_and_the_inference_path_takes_over_the_general_paths_caches():
+    """Two beam reorders in a row act as their composition, and a state the general path extended (with
+    grad) goes on in the inference path from its caches; the log-probs equal the general path's
+    throughout."""
+    model = tiny_transformer(vocab_size=30, seed=3)
+    batch = random_batch(30, src_lens=[5, 7], tgt_lens=[6, 6], seed=4)
+    prevs = torch.randint(4, 30, (5, 4), generator=torch.Generator().manual_seed(1))
+    first, second = torch.tensor([1, 0, 3, 3]), torch.tensor([2, 2, 0, 1])
+
+    def run(grad_steps: int, split: bool):
+        state = model.reorder(model.encode(batch), torch.tensor([0, 0, 1, 1]))
+        out = []
+        for t in range(len(prevs)):
+            with torch.set_grad_enabled(t < grad_steps):
+                lp, state = model.decode_step(state, prevs[t])
+            state.pop("logits")
+            out.append(lp.detach())
+            if t == 2:   # the same reorder, in two steps or at once
+                state = model.reorder(model.reorder(state, first), second) if split \
+                    else model.reorder(state, first[second])
+        return torch.stack(out)
+
+    general = run(grad_steps=len(prevs), split=False)
+    for grad_steps, split in ((0, True), (0, False), (2, True)):
+        torch.testing.assert_close(run(grad_steps, split), general, atol=1e-5, rtol=1e-5)
